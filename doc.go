@@ -1,0 +1,27 @@
+// Package breakwater makes HTTP calls survive bad days, on both sides of a
+// service.
+//
+// Outbound, [Transport] is an [http.RoundTripper] for any [http.Client] that
+// runs each call through a call timeout, a retry loop, a per-host circuit
+// breaker, rate and concurrency limits and a per-attempt timeout. Every stage
+// reads the same classification of an attempt (see [Category]), so a 429 with
+// Retry-After pauses the host instead of tripping its breaker, a caller's own
+// cancellation never counts against the upstream, and a POST is retried only
+// when it provably never reached the server.
+//
+// Inbound, the middleware constructors return func(http.Handler) http.Handler
+// values that mount on chi with r.Use or wrap any net/http handler.
+//
+// # Outcome categories
+//
+// A [Classifier] maps one attempt's (*http.Response, error) to an [Outcome].
+// The default, [Classify], follows the table in the [Category] documentation.
+//
+// # Circuit breakers
+//
+// [Breakers] holds one [Breaker] per key (by default the request's scheme,
+// host and port). A breaker counts failing calls with a [Policy] (a sliding
+// window, consecutive failures or a failure rate), opens, waits an open
+// duration that grows on each consecutive reopen, and then lets a bounded
+// number of probes through before closing again.
+package breakwater

@@ -1,0 +1,58 @@
+package breakwater
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors for errors.Is. Every rejection that breakwater itself makes
+// matches exactly one of them; the struct errors below carry the details.
+var (
+	// ErrCircuitOpen: the key's breaker is open; the upstream was not called.
+	ErrCircuitOpen = errors.New("breakwater: circuit open")
+	// ErrHalfOpenBusy: the breaker is half-open and all probe slots are taken.
+	ErrHalfOpenBusy = errors.New("breakwater: circuit half-open, probe slots busy")
+	// ErrPaused: the upstream asked the key to pause (429 or 503 with
+	// Retry-After) and the pause outlasts the caller's deadline.
+	ErrPaused = errors.New("breakwater: paused by upstream")
+	// ErrRateLimited: a token would not be available before the deadline.
+	ErrRateLimited = errors.New("breakwater: rate limited")
+	// ErrConcurrencyLimit: all in-flight slots are taken and the wait queue is
+	// full or the wait would outlast the deadline.
+	ErrConcurrencyLimit = errors.New("breakwater: concurrency limit reached")
+	// ErrRetryBudget: the key's retry budget is spent; the call was not retried.
+	ErrRetryBudget = errors.New("breakwater: retry budget exhausted")
+	// ErrAttemptTimeout is the cause of an attempt context that hit the
+	// attempt timeout.
+	ErrAttemptTimeout = errors.New("breakwater: attempt timeout")
+	// ErrCallTimeout is the cause of a call context that hit the call timeout.
+	ErrCallTimeout = errors.New("breakwater: call timeout")
+)
+
+// BreakerError is the error returned when a breaker rejects an attempt. It
+// matches [ErrCircuitOpen] or [ErrHalfOpenBusy] with errors.Is.
+type BreakerError struct {
+	Key   string
+	State State
+	// Remaining is how long the breaker stays open; zero when half-open.
+	Remaining time.Duration
+}
+
+func (e *BreakerError) Error() string {
+	if e.State == StateOpen {
+		return fmt.Sprintf("breakwater: circuit open for %q (%s remaining)", e.Key, e.Remaining.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("breakwater: circuit half-open for %q, probe slots busy", e.Key)
+}
+
+// Is reports whether target is the sentinel for this rejection.
+func (e *BreakerError) Is(target error) bool {
+	if e.State == StateOpen {
+		return target == ErrCircuitOpen
+	}
+	return target == ErrHalfOpenBusy
+}
+
+// RetryAfter is how long a caller should wait before trying the key again.
+func (e *BreakerError) RetryAfter() time.Duration { return e.Remaining }

@@ -1,0 +1,3 @@
+module github.com/breakwater-go/breakwater
+
+go 1.25
