@@ -31,17 +31,24 @@ var (
 )
 
 // BreakerError is the error returned when a breaker rejects an attempt. It
-// matches [ErrCircuitOpen] or [ErrHalfOpenBusy] with errors.Is.
+// matches [ErrCircuitOpen] or [ErrHalfOpenBusy] with errors.Is. The values a
+// breaker returns are shared and must not be modified.
 type BreakerError struct {
 	Key   string
 	State State
-	// Remaining is how long the breaker stays open; zero when half-open.
-	Remaining time.Duration
+	// OpenUntil is when an open breaker lets probes through again; zero
+	// when half-open.
+	OpenUntil time.Time
+	// Injected marks a rejection made by fault injection.
+	Injected bool
 }
 
 func (e *BreakerError) Error() string {
-	if e.State == StateOpen {
-		return fmt.Sprintf("breakwater: circuit open for %q (%s remaining)", e.Key, e.Remaining.Round(time.Millisecond))
+	switch {
+	case e.Injected:
+		return fmt.Sprintf("breakwater: circuit open for %q (fault injected)", e.Key)
+	case e.State == StateOpen:
+		return fmt.Sprintf("breakwater: circuit open for %q (%s remaining)", e.Key, e.RetryAfter().Round(time.Millisecond))
 	}
 	return fmt.Sprintf("breakwater: circuit half-open for %q, probe slots busy", e.Key)
 }
@@ -54,5 +61,11 @@ func (e *BreakerError) Is(target error) bool {
 	return target == ErrHalfOpenBusy
 }
 
-// RetryAfter is how long a caller should wait before trying the key again.
-func (e *BreakerError) RetryAfter() time.Duration { return e.Remaining }
+// RetryAfter is how long the breaker stays open from now (zero when
+// half-open): what a server should put in its own Retry-After.
+func (e *BreakerError) RetryAfter() time.Duration {
+	if e.OpenUntil.IsZero() {
+		return 0
+	}
+	return max(0, time.Until(e.OpenUntil))
+}

@@ -1,0 +1,553 @@
+package breakwater_test
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	bw "github.com/breakwater-go/breakwater"
+)
+
+var (
+	fail    = bw.Outcome{Category: bw.ServerError, Status: 500}
+	ok      = bw.Outcome{Category: bw.Success, Status: 200}
+	timeout = bw.Outcome{Category: bw.Timeout}
+)
+
+func newBreakers(t *testing.T, opts ...bw.BreakerOption) *bw.Breakers {
+	t.Helper()
+	bs, err := bw.NewBreakers(opts...)
+	if err != nil {
+		t.Fatalf("NewBreakers: %v", err)
+	}
+	return bs
+}
+
+// call admits one attempt on key and records o, returning the admission error.
+func call(bs *bw.Breakers, key string, o bw.Outcome) error {
+	p, err := bs.Allow(key)
+	if err != nil {
+		return err
+	}
+	p.Done(o)
+	return nil
+}
+
+func TestWindowOpensOnToleratePlusOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bs := newBreakers(t, bw.WithPolicy(bw.Window(10, time.Minute)))
+		for i := 1; i <= 10; i++ {
+			if err := call(bs, "k", fail); err != nil {
+				t.Fatalf("failure %d rejected: %v", i, err)
+			}
+			if s := bs.State("k"); s != bw.StateClosed {
+				t.Fatalf("after failure %d state = %s, want closed", i, s)
+			}
+			time.Sleep(time.Second)
+		}
+		if err := call(bs, "k", fail); err != nil {
+			t.Fatalf("11th failure rejected: %v", err)
+		}
+		if s := bs.State("k"); s != bw.StateOpen {
+			t.Fatalf("after 11th failure state = %s, want open", s)
+		}
+		err := call(bs, "k", ok)
+		var be *bw.BreakerError
+		if !errors.Is(err, bw.ErrCircuitOpen) || !errors.As(err, &be) {
+			t.Fatalf("admission after opening: %v, want ErrCircuitOpen", err)
+		}
+		if be.Key != "k" || be.RetryAfter() <= 0 || be.RetryAfter() > 5500*time.Millisecond {
+			t.Fatalf("BreakerError = %+v, RetryAfter %s", be, be.RetryAfter())
+		}
+	})
+}
+
+func TestWindowIsStrictAndSliding(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Failures at 0, 30, 60 and 90 s with a 90 s window: at 90 s the one
+		// at 0 has left the window, so only 3 are counted.
+		bs := newBreakers(t, bw.WithPolicy(bw.Window(3, 90*time.Second)))
+		for i := range 4 {
+			if i > 0 {
+				time.Sleep(30 * time.Second)
+			}
+			bs.Melt("k", bw.ServerError)
+		}
+		if s, _ := bs.Snapshot("k"); s.State != bw.StateClosed || s.Failures != 3 {
+			t.Fatalf("state %s with %d failures, want closed with 3", s.State, s.Failures)
+		}
+	})
+}
+
+func TestMeltAndReset(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bs := newBreakers(t, bw.WithPolicy(bw.Window(2, time.Minute)))
+		bs.Melt("k", bw.ServerError)
+		bs.Melt("k", bw.ServerError)
+		if !bs.Available("k") || bs.Blown("k") {
+			t.Fatal("open after 2 melts with tolerate 2")
+		}
+		bs.Melt("k", bw.ServerError)
+		if bs.Available("k") || !bs.Blown("k") {
+			t.Fatal("closed after 3 melts with tolerate 2")
+		}
+		bs.Reset("k")
+		if !bs.Available("k") || bs.Blown("k") {
+			t.Fatal("not available after reset")
+		}
+		bs.Melt("k", bw.ClientError) // not a failure: ignored
+		bs.Melt("k", bw.ServerError)
+		bs.Melt("k", bw.ServerError)
+		if !bs.Available("k") {
+			t.Fatal("reset did not forget the earlier melts")
+		}
+	})
+}
+
+func TestConsecutive(t *testing.T) {
+	t.Run("opens on the nth", func(t *testing.T) {
+		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(5)))
+		for i := 1; i <= 4; i++ {
+			call(bs, "k", fail)
+		}
+		if bs.State("k") != bw.StateClosed {
+			t.Fatal("open after 4 consecutive failures, threshold 5")
+		}
+		call(bs, "k", fail)
+		if bs.State("k") != bw.StateOpen {
+			t.Fatal("closed after 5 consecutive failures")
+		}
+	})
+	t.Run("success resets", func(t *testing.T) {
+		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(5)))
+		for range 4 {
+			call(bs, "k", fail)
+		}
+		call(bs, "k", ok)
+		for range 4 {
+			call(bs, "k", fail)
+		}
+		if bs.State("k") != bw.StateClosed {
+			t.Fatal("a success did not reset the consecutive count")
+		}
+	})
+	t.Run("category threshold", func(t *testing.T) {
+		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(5).WithCategoryThreshold(bw.Timeout, 2)))
+		call(bs, "k", fail)
+		call(bs, "k", fail)
+		if bs.State("k") != bw.StateClosed {
+			t.Fatal("open after two server errors")
+		}
+		call(bs, "k", timeout)
+		if bs.State("k") != bw.StateOpen {
+			t.Fatal("server, server, timeout did not open with a timeout threshold of 2")
+		}
+	})
+	t.Run("neutral outcomes change nothing", func(t *testing.T) {
+		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(2)))
+		call(bs, "k", fail)
+		for _, c := range []bw.Category{bw.Canceled, bw.Rejected, bw.Throttled, bw.Unsupported} {
+			call(bs, "k", bw.Outcome{Category: c})
+		}
+		if s, _ := bs.Snapshot("k"); s.Failures != 1 || s.State != bw.StateClosed {
+			t.Fatalf("neutral outcomes moved the count: %+v", s)
+		}
+	})
+}
+
+func TestFailureRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bs := newBreakers(t, bw.WithPolicy(bw.FailureRate(0.5, 10, 10*time.Second)))
+		for range 4 {
+			call(bs, "k", ok)
+			call(bs, "k", fail)
+		}
+		if bs.State("k") != bw.StateClosed {
+			t.Fatal("opened below the minimum number of calls")
+		}
+		call(bs, "k", ok)
+		call(bs, "k", fail) // 10 calls, 5 failures
+		if bs.State("k") != bw.StateOpen {
+			t.Fatal("50% failures over 10 calls did not open")
+		}
+		// Old outcomes leave the window.
+		bs.Reset("k")
+		for range 9 {
+			call(bs, "k", fail)
+		}
+		time.Sleep(11 * time.Second)
+		call(bs, "k", fail)
+		if bs.State("k") != bw.StateClosed {
+			t.Fatal("failures older than the window were counted")
+		}
+	})
+}
+
+// openFor returns how long k stays open right after it opened.
+func openFor(t *testing.T, bs *bw.Breakers, k string) time.Duration {
+	t.Helper()
+	s, _ := bs.Snapshot(k)
+	if s.State != bw.StateOpen {
+		t.Fatalf("state %s, want open", s.State)
+	}
+	return s.Remaining
+}
+
+func TestReopenBackoff(t *testing.T) {
+	for _, jitter := range []float64{0, 0.1} {
+		synctest.Test(t, func(t *testing.T) {
+			bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)), bw.WithOpenTimeout(5*time.Second, time.Minute),
+				bw.WithOpenJitter(jitter), bw.WithHalfOpen(1, 1))
+			call(bs, "k", fail)
+			var got []time.Duration
+			for i := range 6 {
+				d := openFor(t, bs, "k")
+				got = append(got, d)
+				want := []time.Duration{5, 10, 20, 40, 60, 60}[i] * time.Second
+				if d < want || d > want+time.Duration(jitter*float64(want)) {
+					t.Errorf("open %d lasted %s, want %s (+%.0f%%)", i+1, d, want, jitter*100)
+				}
+				time.Sleep(d)
+				if err := call(bs, "k", fail); err != nil { // the probe fails
+					t.Fatalf("probe %d rejected: %v", i+1, err)
+				}
+			}
+			t.Logf("jitter %.1f: %v", jitter, got)
+			// A successful probe closes it and forgets the history.
+			time.Sleep(openFor(t, bs, "k"))
+			call(bs, "k", ok)
+			call(bs, "k", fail)
+			if d := openFor(t, bs, "k"); d > 5500*time.Millisecond {
+				t.Fatalf("after closing the first open lasted %s, want 5s", d)
+			}
+		})
+	}
+}
+
+func TestHalfOpen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)), bw.WithOpenJitter(0))
+		call(bs, "k", fail)
+		time.Sleep(5 * time.Second)
+
+		p1, err := bs.Allow("k")
+		if err != nil || !p1.Probe() {
+			t.Fatalf("first probe: %v (probe %v)", err, p1.Probe())
+		}
+		if _, err := bs.Allow("k"); !errors.Is(err, bw.ErrHalfOpenBusy) {
+			t.Fatalf("second concurrent probe: %v, want ErrHalfOpenBusy", err)
+		}
+		p1.Done(ok)
+		if bs.State("k") != bw.StateHalfOpen {
+			t.Fatal("one success closed it; two are needed")
+		}
+		if err := call(bs, "k", ok); err != nil {
+			t.Fatal(err)
+		}
+		if bs.State("k") != bw.StateClosed {
+			t.Fatal("two sequential successes did not close it")
+		}
+
+		// Any failure reopens with the next longer timeout.
+		call(bs, "k", fail)
+		time.Sleep(5 * time.Second)
+		call(bs, "k", ok)
+		call(bs, "k", fail)
+		if d := openFor(t, bs, "k"); d != 10*time.Second {
+			t.Fatalf("reopen lasted %s, want 10s", d)
+		}
+	})
+}
+
+func TestStaleOutcomeChangesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)))
+		old, _ := bs.Allow("k")
+		bs.Trip("k", time.Second)
+		bs.Reset("k")
+		old.Done(fail) // admitted before the trip and the reset
+		if bs.State("k") != bw.StateClosed {
+			t.Fatal("a stale failure reopened the breaker")
+		}
+		// A stale probe only releases its lease.
+		bs.Trip("k", time.Second)
+		time.Sleep(time.Second)
+		probe, err := bs.Allow("k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs.Trip("k", time.Second)
+		time.Sleep(time.Second)
+		probe.Done(ok)
+		if s, _ := bs.Snapshot("k"); s.State != bw.StateHalfOpen || s.ProbeSuccesses != 0 {
+			t.Fatalf("stale probe success counted: %+v", s)
+		}
+	})
+}
+
+func TestLeakedProbeIsReclaimed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)), bw.WithOpenJitter(0), bw.WithProbeTimeout(2*time.Second))
+		call(bs, "k", fail)
+		time.Sleep(5 * time.Second)
+		leaked, err := bs.Allow("k") // never reported
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := bs.Allow("k"); !errors.Is(err, bw.ErrHalfOpenBusy) {
+			t.Fatalf("%v, want busy", err)
+		}
+		time.Sleep(2 * time.Second)
+		p, err := bs.Allow("k")
+		if err != nil {
+			t.Fatalf("lease not reclaimed after the probe timeout: %v", err)
+		}
+		leaked.Release() // the old lease must not free the new one
+		if _, err := bs.Allow("k"); !errors.Is(err, bw.ErrHalfOpenBusy) {
+			t.Fatalf("a reclaimed lease released the new probe's slot: %v", err)
+		}
+		p.Done(ok)
+	})
+}
+
+func TestThrottledOpenLastsTheHint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)), bw.WithCountThrottled(true), bw.WithOpenJitter(0))
+		call(bs, "k", bw.Outcome{Category: bw.Throttled, Status: 429, RetryAfter: 30 * time.Second, HasRetryAfter: true})
+		if d := openFor(t, bs, "k"); d != 30*time.Second {
+			t.Fatalf("opened for %s, want the 30s hint", d)
+		}
+		time.Sleep(30 * time.Second)
+		call(bs, "k", ok)
+		if bs.State("k") != bw.StateClosed {
+			t.Fatal("a throttle-opened breaker needs one success to close")
+		}
+		// Capped by the maximum open timeout.
+		call(bs, "k", bw.Outcome{Category: bw.Throttled, RetryAfter: time.Hour, HasRetryAfter: true})
+		if d := openFor(t, bs, "k"); d != time.Minute {
+			t.Fatalf("opened for %s, want the 60s cap", d)
+		}
+	})
+}
+
+func TestAuthErrorsCountOnlyWhenAsked(t *testing.T) {
+	auth := bw.Outcome{Category: bw.AuthError, Status: 401}
+	bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)))
+	call(bs, "k", auth)
+	if bs.State("k") != bw.StateClosed {
+		t.Fatal("401 counted by default")
+	}
+	bs = newBreakers(t, bw.WithPolicy(bw.Consecutive(1)), bw.WithCountAuthErrors(true))
+	call(bs, "k", auth)
+	if bs.State("k") != bw.StateOpen {
+		t.Fatal("401 not counted with WithCountAuthErrors")
+	}
+}
+
+func TestRecordSuccessSignal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)), bw.WithHalfOpen(1, 2))
+		call(bs, "k", fail)
+		bs.RecordSuccess("k")
+		if s := bs.State("k"); s != bw.StateHalfOpen {
+			t.Fatalf("recovery signal while open: %s, want half_open", s)
+		}
+		bs.RecordSuccess("k")
+		if s := bs.State("k"); s != bw.StateClosed {
+			t.Fatalf("second recovery signal: %s, want closed", s)
+		}
+	})
+}
+
+func TestTripAndModes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bs := newBreakers(t)
+		bs.Trip("k", 3*time.Second)
+		if err := call(bs, "k", ok); !errors.Is(err, bw.ErrCircuitOpen) {
+			t.Fatalf("tripped: %v", err)
+		}
+		time.Sleep(3 * time.Second)
+		if s := bs.State("k"); s != bw.StateHalfOpen {
+			t.Fatalf("after the trip: %s", s)
+		}
+	})
+	t.Run("shadow", func(t *testing.T) {
+		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)), bw.WithBreakerMode(bw.ModeShadow))
+		call(bs, "k", fail)
+		for range 3 {
+			if err := call(bs, "k", ok); err != nil {
+				t.Fatalf("shadow mode rejected: %v", err)
+			}
+		}
+		if s, _ := bs.Snapshot("k"); s.State != bw.StateOpen || s.ShadowRejections != 3 {
+			t.Fatalf("shadow snapshot %+v, want open with 3 shadow rejections", s)
+		}
+	})
+	t.Run("disabled", func(t *testing.T) {
+		bs := newBreakers(t, bw.WithPolicy(bw.Window(0, time.Minute)), bw.WithBreakerMode(bw.ModeDisabled))
+		for range 1000 {
+			bs.Melt("k", bw.ServerError)
+			if err := call(bs, "k", fail); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !bs.Available("k") || bs.Len() != 0 || bs.Get("k") != nil {
+			t.Fatal("a disabled registry kept state")
+		}
+	})
+	t.Run("fault injection", func(t *testing.T) {
+		bs := newBreakers(t, bw.WithFaultInjection(1))
+		for range 100 {
+			err := call(bs, "k", ok)
+			var be *bw.BreakerError
+			if !errors.Is(err, bw.ErrCircuitOpen) || !errors.As(err, &be) || !be.Injected {
+				t.Fatalf("fault injection 1.0 admitted: %v", err)
+			}
+		}
+	})
+}
+
+func TestOptionErrors(t *testing.T) {
+	for name, opts := range map[string][]bw.BreakerOption{
+		"fault+disabled":     {bw.WithFaultInjection(0.5), bw.WithBreakerMode(bw.ModeDisabled)},
+		"negative tolerate":  {bw.WithPolicy(bw.Window(-1, time.Second))},
+		"zero consecutive":   {bw.WithPolicy(bw.Consecutive(0))},
+		"rate ratio":         {bw.WithPolicy(bw.FailureRate(1.5, 10, time.Second))},
+		"rate window":        {bw.WithPolicy(bw.FailureRate(0.5, 10, 0))},
+		"category on window": {bw.WithPolicy(bw.Window(1, time.Second).WithCategoryThreshold(bw.Timeout, 1))},
+		"open timeout":       {bw.WithOpenTimeout(0, time.Second)},
+		"max below base":     {bw.WithOpenTimeout(time.Minute, time.Second)},
+		"jitter":             {bw.WithOpenJitter(2)},
+		"probes":             {bw.WithHalfOpen(0, 1)},
+		"fault rate":         {bw.WithFaultInjection(-0.1)},
+		"limits":             {bw.WithBreakerLimits(0, time.Minute)},
+	} {
+		if _, err := bw.NewBreakers(opts...); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func TestListenerOrderAndReentry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var bs *bw.Breakers
+		var got []string
+		bs = newBreakers(t, bw.WithPolicy(bw.Consecutive(1)), bw.WithHalfOpen(1, 1),
+			bw.OnTransition(func(tr bw.Transition) {
+				got = append(got, tr.From.String()+">"+tr.To.String()+":"+string(tr.Reason))
+				_ = bs.State(tr.Key) // a listener may read the breaker
+				if tr.Reason == bw.ReasonTrip {
+					bs.Reset(tr.Key) // and change it: delivered after this one
+				}
+			}))
+		call(bs, "k", fail)
+		time.Sleep(10 * time.Second)
+		call(bs, "k", ok)
+		bs.Trip("k", time.Second)
+		want := []string{"closed>open:failures", "open>half_open:open_elapsed", "half_open>closed:probes_succeeded",
+			"closed>open:trip", "open>closed:reset"}
+		if len(got) != len(want) {
+			t.Fatalf("transitions %v, want %v", got, want)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("transitions %v, want %v", got, want)
+			}
+		}
+	})
+}
+
+func TestHalfOpenHammer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const probes = 3
+		var mu sync.Mutex
+		seen := map[uint64]bw.Transition{}
+		var dup int
+		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)), bw.WithHalfOpen(probes, 5), bw.WithOpenJitter(0),
+			bw.WithOpenTimeout(time.Second, time.Second),
+			bw.OnTransition(func(tr bw.Transition) {
+				mu.Lock()
+				defer mu.Unlock()
+				if _, ok := seen[tr.Generation]; ok {
+					dup++
+				}
+				seen[tr.Generation] = tr
+			}))
+		bs.Trip("k", time.Second)
+		var inFlight, peak, admitted atomic.Int64
+		var wg sync.WaitGroup
+		for g := range 1000 {
+			wg.Go(func() {
+				for i := range 20 {
+					p, err := bs.Allow("k")
+					if errors.Is(err, bw.ErrCircuitOpen) {
+						time.Sleep(time.Second)
+						continue
+					}
+					if err != nil {
+						continue
+					}
+					admitted.Add(1)
+					if p.Probe() {
+						n := inFlight.Add(1)
+						for old := peak.Load(); n > old && !peak.CompareAndSwap(old, n); old = peak.Load() {
+						}
+						inFlight.Add(-1)
+					}
+					if (g+i)%97 == 0 {
+						p.Done(fail)
+					} else {
+						p.Done(ok)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if peak.Load() > probes || peak.Load() == 0 {
+			t.Fatalf("peak probes in flight %d, limit %d", peak.Load(), probes)
+		}
+		if dup != 0 {
+			t.Fatalf("%d transitions delivered more than once", dup)
+		}
+		// Generations are consecutive and each transition starts where the
+		// previous one ended.
+		for g := uint64(1); g <= uint64(len(seen)); g++ {
+			cur, ok := seen[g]
+			if !ok {
+				t.Fatalf("no transition for generation %d of %d", g, len(seen))
+			}
+			if prev, ok := seen[g-1]; ok && prev.To != cur.From {
+				t.Fatalf("generation %d goes %s>%s after %s>%s", g, cur.From, cur.To, prev.From, prev.To)
+			}
+		}
+		t.Logf("%d transitions, %d admitted, peak %d probes", len(seen), admitted.Load(), peak.Load())
+		if len(seen) < 4 {
+			t.Fatalf("only %d transitions: the hammer did not exercise the state machine", len(seen))
+		}
+	})
+}
+
+func TestRegistryIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)), bw.WithBreakerLimits(100, time.Minute))
+		bs.Melt("open-0", bw.ServerError) // open breakers are never evicted
+		for i := range 10_000 {
+			call(bs, string(rune('a'+i%26))+string(rune(i)), ok)
+			if bs.Len() > 100 {
+				t.Fatalf("%d breakers, cap 100", bs.Len())
+			}
+		}
+		time.Sleep(3 * time.Minute)
+		call(bs, "fresh", ok)
+		if s := bs.State("open-0"); s == bw.StateClosed {
+			// It lapsed to half-open on read; it must still exist.
+			t.Fatal("open breaker evicted")
+		}
+		if _, ok := bs.Lookup("open-0"); !ok {
+			t.Fatal("open breaker evicted")
+		}
+	})
+}
