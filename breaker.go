@@ -3,7 +3,6 @@ package breakwater
 import (
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -265,24 +264,13 @@ func (c *breakerConfig) judge(cat Category) verdict {
 // concurrent use. Reads never create a breaker: a key never used reads as
 // closed.
 type Breakers struct {
-	cfg      breakerConfig
-	start    time.Time
-	seed     maphash.Seed
-	shards   [breakerShards]breakerShard
-	count    atomic.Int64
-	overflow *Breaker
+	cfg   breakerConfig
+	start time.Time
+	m     *keyedMap[*Breaker]
 
 	evMu     sync.Mutex
 	evQueue  []Transition
 	flushing bool
-}
-
-const breakerShards = 64
-
-type breakerShard struct {
-	m         atomic.Pointer[map[string]*Breaker]
-	mu        sync.Mutex // serialises writers of m
-	lastSweep int64
 }
 
 // NewBreakers returns a registry configured by opts, or an error describing
@@ -310,13 +298,9 @@ func NewBreakers(opts ...BreakerOption) (*Breakers, error) {
 	if cfg.policy.kind == policyWindow && cfg.policy.within == 0 {
 		cfg.policy.within = DefaultWindowWithin
 	}
-	bs := &Breakers{cfg: cfg, start: time.Now(), seed: maphash.MakeSeed()}
-	for i := range bs.shards {
-		m := map[string]*Breaker{}
-		bs.shards[i].m.Store(&m)
-	}
+	bs := &Breakers{cfg: cfg, start: time.Now()}
 	if cfg.mode != ModeDisabled {
-		bs.overflow = bs.newBreaker("~overflow")
+		bs.m = newKeyedMap(cfg.maxKeys, cfg.idleTTL, bs.newBreaker, (*Breaker).evictable)
 	}
 	return bs, nil
 }
@@ -336,95 +320,26 @@ func (bs *Breakers) Policy() Policy { return bs.cfg.policy }
 // Get returns the breaker for key, creating it if needed. It returns nil
 // when the registry is disabled; a nil *Breaker admits everything.
 func (bs *Breakers) Get(key string) *Breaker {
-	if bs == nil || bs.cfg.mode == ModeDisabled {
+	if bs == nil || bs.m == nil {
 		return nil
 	}
-	sh := &bs.shards[maphash.String(bs.seed, key)%breakerShards]
-	if b, ok := (*sh.m.Load())[key]; ok {
-		return b
-	}
-	return bs.insert(sh, key)
+	return bs.m.get(key)
 }
 
 // Lookup returns the breaker for key without creating it.
 func (bs *Breakers) Lookup(key string) (*Breaker, bool) {
-	if bs == nil || bs.cfg.mode == ModeDisabled {
+	if bs == nil || bs.m == nil {
 		return nil, false
 	}
-	sh := &bs.shards[maphash.String(bs.seed, key)%breakerShards]
-	b, ok := (*sh.m.Load())[key]
-	return b, ok
-}
-
-func (bs *Breakers) insert(sh *breakerShard, key string) *Breaker {
-	sh.mu.Lock()
-	old := *sh.m.Load()
-	if b, ok := old[key]; ok {
-		sh.mu.Unlock()
-		return b
-	}
-	now := bs.now()
-	if now-sh.lastSweep > int64(bs.cfg.idleTTL) {
-		old = bs.sweepLocked(sh, now)
-	}
-	full := bs.count.Load() >= int64(bs.cfg.maxKeys)
-	sh.mu.Unlock()
-	if full {
-		bs.sweepAll()
-		if bs.count.Load() >= int64(bs.cfg.maxKeys) {
-			return bs.overflow
-		}
-	}
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	old = *sh.m.Load()
-	if b, ok := old[key]; ok {
-		return b
-	}
-	next := make(map[string]*Breaker, len(old)+1)
-	for k, v := range old {
-		next[k] = v
-	}
-	b := bs.newBreaker(key)
-	next[key] = b
-	sh.m.Store(&next)
-	bs.count.Add(1)
-	return b
-}
-
-// sweepLocked evicts the shard's closed breakers that were not used since
-// the previous sweep and marks the rest unused. sh.mu must be held.
-func (bs *Breakers) sweepLocked(sh *breakerShard, now int64) map[string]*Breaker {
-	sh.lastSweep = now
-	old := *sh.m.Load()
-	next := make(map[string]*Breaker, len(old))
-	for k, b := range old {
-		if !b.used.Swap(false) && b.evictable() {
-			bs.count.Add(-1)
-			continue
-		}
-		next[k] = b
-	}
-	sh.m.Store(&next)
-	return next
-}
-
-func (bs *Breakers) sweepAll() {
-	now := bs.now()
-	for i := range bs.shards {
-		sh := &bs.shards[i]
-		sh.mu.Lock()
-		bs.sweepLocked(sh, now)
-		sh.mu.Unlock()
-	}
+	return bs.m.lookup(key)
 }
 
 // Len reports how many breakers the registry holds.
 func (bs *Breakers) Len() int {
-	if bs == nil {
+	if bs == nil || bs.m == nil {
 		return 0
 	}
-	return int(bs.count.Load())
+	return bs.m.len()
 }
 
 // Allow asks key's breaker to admit one attempt. See [Breaker.Allow].
@@ -456,14 +371,10 @@ func (bs *Breakers) Snapshots() []BreakerSnapshot {
 }
 
 func (bs *Breakers) each(fn func(*Breaker)) {
-	if bs == nil || bs.cfg.mode == ModeDisabled {
+	if bs == nil || bs.m == nil {
 		return
 	}
-	for i := range bs.shards {
-		for _, b := range *bs.shards[i].m.Load() {
-			fn(b)
-		}
-	}
+	bs.m.each(func(_ string, b *Breaker) { fn(b) })
 }
 
 // Trip forces key's breaker open for d (the open timeout when d <= 0).
@@ -564,7 +475,6 @@ type Breaker struct {
 	// sg packs generation<<2 | state; every transition bumps the generation.
 	sg            atomic.Uint64
 	openUntil     atomic.Int64 // registry nanoseconds
-	used          atomic.Bool
 	consec        atomic.Int64
 	shadowRejects atomic.Int64
 	openErr       atomic.Pointer[BreakerError]
@@ -604,7 +514,6 @@ func (bs *Breakers) newBreaker(key string) *Breaker {
 	case policyFailureRate:
 		b.rate = newRateWindow(p.within)
 	}
-	b.used.Store(true)
 	return b
 }
 
@@ -622,7 +531,7 @@ func (b *Breaker) Key() string {
 
 func (b *Breaker) evictable() bool {
 	_, s := unpack(b.sg.Load())
-	return s == StateClosed && b != b.bs.overflow
+	return s == StateClosed
 }
 
 // A Permit is one admission by a breaker. Report the attempt's outcome with
@@ -646,9 +555,6 @@ func (p Permit) Probe() bool { return p.lease != 0 }
 func (b *Breaker) Allow() (Permit, error) {
 	if b == nil {
 		return Permit{}, nil
-	}
-	if !b.used.Load() {
-		b.used.Store(true)
 	}
 	gen, s := unpack(b.sg.Load())
 	switch s {

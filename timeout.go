@@ -1,0 +1,150 @@
+package breakwater
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of the timeout stages.
+const (
+	DefaultCallTimeout    = 30 * time.Second
+	DefaultAttemptTimeout = 10 * time.Second
+)
+
+// withTimeout derives a context that ends after d with cause, or returns ctx
+// and a nil cancel when d <= 0.
+func withTimeout(ctx context.Context, d time.Duration, cause error) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return ctx, nil
+	}
+	return context.WithTimeoutCause(ctx, d, cause)
+}
+
+// timeoutCause returns ErrAttemptTimeout or ErrCallTimeout when ctx ended
+// because of one of them, else nil.
+func timeoutCause(ctx context.Context) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	if c := context.Cause(ctx); c == ErrAttemptTimeout || c == ErrCallTimeout {
+		return c
+	}
+	return nil
+}
+
+// TimeoutError is returned when one of breakwater's own timeouts ended an
+// attempt or a call. It matches [ErrAttemptTimeout] or [ErrCallTimeout] (its
+// cause) and unwraps to the transport's error as well.
+type TimeoutError struct {
+	Cause error // ErrAttemptTimeout or ErrCallTimeout
+	Err   error // what the base transport returned
+}
+
+func (e *TimeoutError) Error() string { return fmt.Sprintf("%v: %v", e.Cause, e.Err) }
+
+// Unwrap returns the cause and the transport's error.
+func (e *TimeoutError) Unwrap() []error { return []error{e.Cause, e.Err} }
+
+// Timeout reports true, so callers testing for net.Error timeouts see one.
+func (e *TimeoutError) Timeout() bool { return true }
+
+// markTimeout wraps err in a *TimeoutError when ctx ended because of one of
+// our timeouts and err does not already say so.
+func markTimeout(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if c := timeoutCause(ctx); c != nil && !errors.Is(err, c) {
+		return &TimeoutError{Cause: c, Err: err}
+	}
+	return err
+}
+
+// trackedBody releases what an attempt holds (its timeout context, a
+// concurrency slot, a probe lease) when the response body is closed or read
+// to EOF or an error, whichever comes first. Reading a good body therefore
+// never fails because RoundTrip returned; a body that outlives the attempt
+// timeout fails with the timeout.
+type trackedBody struct {
+	rc      io.ReadCloser
+	ctx     context.Context // the attempt's context, to report our timeouts
+	done    atomic.Bool
+	release releaser
+}
+
+// releaser is everything one response holds until its body ends.
+type releaser struct {
+	cancels [2]context.CancelFunc // attempt, call
+	permit  Permit
+	slot    func()
+}
+
+func (r *releaser) empty() bool {
+	return r.cancels[0] == nil && r.cancels[1] == nil && r.permit.lease == 0 && r.slot == nil
+}
+
+func (r *releaser) run() {
+	for _, c := range r.cancels {
+		if c != nil {
+			c()
+		}
+	}
+	r.permit.Release()
+	if r.slot != nil {
+		r.slot()
+	}
+}
+
+// track makes resp.Body release r when it ends. It allocates only when r
+// holds something.
+func track(ctx context.Context, resp *http.Response, r releaser) {
+	if r.empty() {
+		return
+	}
+	if resp.Body == nil || resp.Body == http.NoBody {
+		r.run()
+		return
+	}
+	tb := &trackedBody{rc: resp.Body, ctx: ctx, release: r}
+	resp.Body = tb
+}
+
+func (b *trackedBody) finish() {
+	if b.done.CompareAndSwap(false, true) {
+		b.release.run()
+	}
+}
+
+func (b *trackedBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err != nil {
+		err = markTimeout(b.ctx, err)
+		b.finish()
+	}
+	return n, err
+}
+
+// Close closes the underlying body, then releases the attempt's resources.
+func (b *trackedBody) Close() error {
+	err := b.rc.Close()
+	b.finish()
+	return err
+}
+
+// drainLimit bounds how much of a discarded response is read so that its
+// connection can be reused.
+const drainLimit = 64 << 10
+
+// discard drains (bounded) and closes a response the caller will not see.
+func discard(resp *http.Response) {
+	if resp == nil || resp.Body == nil {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, resp.Body, drainLimit)
+	_ = resp.Body.Close()
+}
