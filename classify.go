@@ -1,7 +1,15 @@
 package breakwater
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
 	"net/http"
+	"strings"
+	"syscall"
 	"time"
 )
 
@@ -130,3 +138,466 @@ type Outcome struct {
 // exactly when err is nil. A Classifier must be safe for concurrent use and
 // must not read or close resp.Body.
 type Classifier func(resp *http.Response, err error) Outcome
+
+// DefaultMaxRetryAfter is the longest server hint the default classifier
+// accepts as worth waiting for. A longer hint sets
+// [Outcome.RetryAfterTooLong].
+const DefaultMaxRetryAfter = 2 * time.Minute
+
+// maxHint bounds every server hint. No upstream means a wait of more than a
+// century; a longer delta, or one that overflows, is treated as garbage
+// (absent) rather than clamped, so a hint never wraps into a negative
+// [time.Duration].
+const (
+	maxHint        = 100 * 365 * 24 * time.Hour
+	maxHintSeconds = int64(maxHint / time.Second)
+)
+
+// epochThreshold separates the two readings of a rate-limit reset value: a
+// number above it (2001-09-09 as a Unix time, or 31 years as a delta) is a
+// Unix timestamp in seconds, anything up to it a delta in seconds.
+const epochThreshold = 1_000_000_000
+
+// Canonical header keys, spelled as [http.CanonicalHeaderKey] returns them so
+// that lookups index the map directly and never allocate.
+const (
+	headerRetryAfter      = "Retry-After"
+	headerDate            = "Date"
+	headerRateLimitReset  = "Ratelimit-Reset"   // RateLimit-Reset
+	headerXRateLimitReset = "X-Ratelimit-Reset" // X-RateLimit-Reset
+)
+
+// ParseRetryAfter returns the delay a Retry-After field in h asks for, as
+// RFC 9110 section 10.2.3 defines it, and whether h holds a usable one.
+//
+// The value is either delta-seconds (one or more ASCII digits; spaces and
+// tabs around them are ignored) or an HTTP-date in any of the three forms
+// [http.ParseTime] accepts. A date is measured against h's own Date field
+// when that parses, so a server whose clock is off still gets the wait it
+// meant; otherwise against now. A date in the past is a delay of zero.
+//
+// When h holds several Retry-After field lines, only the first one counts.
+// Negative, fractional, empty and malformed values are absent (ok is false),
+// and so is any delay longer than 100 years, including values that would
+// overflow a [time.Duration]. When ok is true, d is never negative.
+//
+// ParseRetryAfter never panics and does not allocate for delta-seconds.
+func ParseRetryAfter(h http.Header, now time.Time) (d time.Duration, ok bool) {
+	v, present := firstValue(h, headerRetryAfter)
+	if !present {
+		return 0, false
+	}
+	if n, digits := parseDigits(v); digits {
+		if n > maxHintSeconds {
+			return 0, false
+		}
+		return time.Duration(n) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return untilTime(t, h, now)
+}
+
+// rateLimitReset returns the delay that RateLimit-Reset, or failing that
+// X-RateLimit-Reset, asks for. Both are read as delta-seconds, except that
+// a value above epochThreshold is a Unix timestamp in seconds (GitHub and
+// others send X-RateLimit-Reset that way), measured like a Retry-After
+// date. The same bounds as [ParseRetryAfter] apply.
+func rateLimitReset(h http.Header, now time.Time) (time.Duration, bool) {
+	for _, key := range [...]string{headerRateLimitReset, headerXRateLimitReset} {
+		v, present := firstValue(h, key)
+		if !present {
+			continue
+		}
+		n, digits := parseDigits(v)
+		if !digits || n > maxHintSeconds {
+			continue
+		}
+		if n > epochThreshold {
+			return untilTime(time.Unix(n, 0), h, now)
+		}
+		return time.Duration(n) * time.Second, true
+	}
+	return 0, false
+}
+
+// firstValue returns the first field line of key in h with optional
+// whitespace trimmed, and whether there was one. key must be canonical.
+func firstValue(h http.Header, key string) (string, bool) {
+	vs := h[key]
+	if len(vs) == 0 {
+		return "", false
+	}
+	return trimOWS(vs[0]), true
+}
+
+// trimOWS trims the optional whitespace of RFC 9110 (spaces and tabs).
+func trimOWS(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// parseDigits reports whether s is 1*DIGIT and returns its value, saturated
+// at maxHintSeconds+1 so that long inputs cannot overflow.
+func parseDigits(s string) (n int64, digits bool) {
+	if s == "" {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if n <= maxHintSeconds {
+			n = n*10 + int64(c-'0')
+		}
+	}
+	if n > maxHintSeconds {
+		n = maxHintSeconds + 1
+	}
+	return n, true
+}
+
+// untilTime measures t against h's Date field when it parses, else now.
+func untilTime(t time.Time, h http.Header, now time.Time) (time.Duration, bool) {
+	base := now
+	if v, ok := firstValue(h, headerDate); ok {
+		if dt, err := http.ParseTime(v); err == nil {
+			base = dt
+		}
+	}
+	d := t.Sub(base) // saturates instead of overflowing
+	if d < 0 {
+		d = 0
+	}
+	if d > maxHint {
+		return 0, false
+	}
+	return d, true
+}
+
+// Classify is the default [Classifier], with [DefaultMaxRetryAfter] as the
+// longest acceptable hint. It never reads or closes resp.Body and never
+// panics. When err is non-nil it decides alone, whatever resp is.
+//
+// A response is classified by status code:
+//
+//	1xx, 2xx, 3xx             Success
+//	401, 403, 407             AuthError
+//	408, 504                  Timeout
+//	429                       Throttled
+//	503 with a usable hint    Throttled
+//	501, 505                  Unsupported
+//	500, 502, 503, other 5xx  ServerError
+//	other 4xx                 ClientError
+//	anything else (< 100, > 599)  ServerError: the upstream broke the protocol
+//
+// The Retry-After field (see [ParseRetryAfter]) is read only for 408, 429 and
+// 5xx; on a 429 without one, RateLimit-Reset and then X-RateLimit-Reset are
+// read as well (delta-seconds, or a Unix timestamp in seconds when the number
+// is above 1e9). A usable hint sets [Outcome.HasRetryAfter] and
+// [Outcome.RetryAfter], and [Outcome.RetryAfterTooLong] when it exceeds the
+// maximum. Classify does not allocate for a response without a hint or with
+// a delta-seconds one.
+//
+// An error is classified, in this order, with [errors.Is] and [errors.As]
+// (so wrappers such as *url.Error are seen through):
+//
+//   - [ErrAttemptTimeout] or [ErrCallTimeout]: Timeout;
+//   - one of breakwater's own rejections ([ErrCircuitOpen], [ErrHalfOpenBusy],
+//     [ErrPaused], [ErrRateLimited], [ErrConcurrencyLimit], [ErrRetryBudget]):
+//     Rejected;
+//   - [context.Canceled] or [context.DeadlineExceeded]: Canceled, since a
+//     context that ended without one of our causes is the caller's;
+//   - connection setup failures, which provably never reached the server:
+//     NetworkError with [Outcome.NotSent]. These are DNS errors, dial and
+//     proxy-connect errors (timeouts included), connection refused, TLS
+//     handshake, certificate and alert errors, [http.ErrSchemeMismatch], the
+//     TLS handshake timeout, and HTTP/2 streams the server refused
+//     (REFUSED_STREAM) or left unprocessed before a GOAWAY;
+//   - any other error with a Timeout() bool method that reports true, such
+//     as a response header timeout: Timeout;
+//   - everything else, including connection resets, broken pipes, unexpected
+//     EOF and HTTP/2 stream errors: NetworkError, with NotSent false. A
+//     transport error nobody recognizes is still a failure to talk to the
+//     upstream.
+//
+// Both resp and err nil breaks the [http.RoundTripper] contract and is a
+// NetworkError.
+//
+// A transport returns the context's cause, not ctx.Err(), only on some
+// paths: net/http's HTTP/1 transport returns [context.Cause], while its
+// HTTP/2 transport returns ctx.Err(). A stage that owns a context with a cause
+// should pass its error through withContextCause before classifying it.
+func Classify(resp *http.Response, err error) Outcome {
+	return classify(resp, err, DefaultMaxRetryAfter)
+}
+
+// NewClassifier returns the default classification of [Classify] with
+// maxRetryAfter as the longest acceptable hint: a longer one keeps
+// [Outcome.HasRetryAfter] and the full [Outcome.RetryAfter] and sets
+// [Outcome.RetryAfterTooLong]. maxRetryAfter <= 0 means
+// [DefaultMaxRetryAfter]. The Classifier is safe for concurrent use.
+func NewClassifier(maxRetryAfter time.Duration) Classifier {
+	if maxRetryAfter <= 0 {
+		maxRetryAfter = DefaultMaxRetryAfter
+	}
+	return func(resp *http.Response, err error) Outcome {
+		return classify(resp, err, maxRetryAfter)
+	}
+}
+
+// When returns a Classifier that reports category c when match reports true
+// for an attempt and base's outcome otherwise. Either way the rest of base's
+// outcome (Status, the Retry-After hint, NotSent) is kept. A nil base means
+// [Classify]. A match that panics counts as no match, and a base that panics
+// falls back to [Classify]. match must be safe for concurrent use and must
+// not read or close resp.Body.
+//
+// When panics if match is nil or c is not a valid [Category].
+func When(base Classifier, match func(*http.Response, error) bool, c Category) Classifier {
+	if match == nil {
+		panic("breakwater: When needs a non-nil match function")
+	}
+	if c >= numCategories {
+		panic("breakwater: When called with an invalid Category")
+	}
+	return func(resp *http.Response, err error) Outcome {
+		o := classifySafely(base, resp, err)
+		if matchSafely(match, resp, err) {
+			o.Category = c
+		}
+		return o
+	}
+}
+
+// matchSafely calls match and turns a panic into no match.
+func matchSafely(match func(*http.Response, error) bool, resp *http.Response, err error) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return match(resp, err)
+}
+
+// classifySafely calls c and falls back to [Classify] when c is nil, panics
+// or returns an invalid category. Stages classify through it so that a
+// broken user classifier never crashes a request.
+func classifySafely(c Classifier, resp *http.Response, err error) (o Outcome) {
+	if c == nil {
+		return Classify(resp, err)
+	}
+	defer func() {
+		if recover() != nil {
+			o = Classify(resp, err)
+		}
+	}()
+	o = c(resp, err)
+	if o.Category >= numCategories {
+		o = Classify(resp, err)
+	}
+	return o
+}
+
+// withContextCause makes err match the cause of ctx. Transports return
+// ctx.Err() on some paths (net/http's HTTP/2 transport always does), which
+// loses a cause such as [ErrAttemptTimeout] and would make our own timeout
+// look like the caller's cancellation. When err is a context error that does
+// not match the cause already, the result matches both and reads as err.
+func withContextCause(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	cause := context.Cause(ctx)
+	if cause == nil || errors.Is(err, cause) {
+		return err
+	}
+	return &causeError{err: err, cause: cause}
+}
+
+// causeError is a context error together with the context's cause.
+type causeError struct {
+	err, cause error
+}
+
+func (e *causeError) Error() string   { return e.err.Error() + " (" + e.cause.Error() + ")" }
+func (e *causeError) Unwrap() []error { return []error{e.err, e.cause} }
+
+func classify(resp *http.Response, err error, maxRetryAfter time.Duration) Outcome {
+	if err != nil {
+		return classifyError(err)
+	}
+	if resp == nil {
+		return Outcome{Category: NetworkError}
+	}
+	return classifyResponse(resp, maxRetryAfter)
+}
+
+func classifyResponse(resp *http.Response, maxRetryAfter time.Duration) Outcome {
+	s := resp.StatusCode
+	o := Outcome{Status: s}
+	switch {
+	case s >= 100 && s < 400:
+		o.Category = Success
+		return o
+	case s == http.StatusUnauthorized, s == http.StatusForbidden, s == http.StatusProxyAuthRequired:
+		o.Category = AuthError
+		return o
+	case s == http.StatusRequestTimeout, s == http.StatusGatewayTimeout:
+		o.Category = Timeout
+	case s == http.StatusTooManyRequests:
+		o.Category = Throttled
+	case s >= 400 && s < 500:
+		o.Category = ClientError
+		return o
+	case s == http.StatusNotImplemented, s == http.StatusHTTPVersionNotSupported:
+		o.Category = Unsupported
+	case s >= 500 && s < 600:
+		o.Category = ServerError
+	default:
+		o.Category = ServerError
+		return o
+	}
+
+	now := time.Now()
+	d, ok := ParseRetryAfter(resp.Header, now)
+	if !ok && s == http.StatusTooManyRequests {
+		d, ok = rateLimitReset(resp.Header, now)
+	}
+	if !ok {
+		return o
+	}
+	if s == http.StatusServiceUnavailable {
+		o.Category = Throttled
+	}
+	o.RetryAfter = d
+	o.HasRetryAfter = true
+	o.RetryAfterTooLong = d > maxRetryAfter
+	return o
+}
+
+func classifyError(err error) Outcome {
+	switch {
+	case errors.Is(err, ErrAttemptTimeout), errors.Is(err, ErrCallTimeout):
+		return Outcome{Category: Timeout}
+	case errors.Is(err, ErrCircuitOpen), errors.Is(err, ErrHalfOpenBusy),
+		errors.Is(err, ErrPaused), errors.Is(err, ErrRateLimited),
+		errors.Is(err, ErrConcurrencyLimit), errors.Is(err, ErrRetryBudget):
+		return Outcome{Category: Rejected}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return Outcome{Category: Canceled}
+	case notSent(err):
+		return Outcome{Category: NetworkError, NotSent: true}
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return Outcome{Category: NetworkError}
+	case isTimeout(err):
+		return Outcome{Category: Timeout}
+	}
+	return Outcome{Category: NetworkError}
+}
+
+// notSent reports whether err shows that the request never reached the
+// server: the connection was never set up, or the server provably did not
+// process it.
+func notSent(err error) bool {
+	var (
+		dnsErr       *net.DNSError
+		opErr        *net.OpError
+		verifyErr    *tls.CertificateVerificationError
+		recordErr    tls.RecordHeaderError
+		alertErr     tls.AlertError
+		echErr       *tls.ECHRejectionError
+		authorityErr x509.UnknownAuthorityError
+		hostErr      x509.HostnameError
+		invalidErr   x509.CertificateInvalidError
+		rootsErr     x509.SystemRootsError
+	)
+	switch {
+	case errors.As(err, &dnsErr),
+		errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, http.ErrSchemeMismatch),
+		errors.As(err, &verifyErr), errors.As(err, &recordErr),
+		errors.As(err, &alertErr), errors.As(err, &echErr),
+		errors.As(err, &authorityErr), errors.As(err, &hostErr),
+		errors.As(err, &invalidErr), errors.As(err, &rootsErr):
+		return true
+	case errors.As(err, &opErr):
+		switch opErr.Op {
+		case "dial", "proxyconnect":
+			// Connecting to the server or to the proxy in front of it.
+			return true
+		case "remote error":
+			// crypto/tls reports an alert from the server this way: the
+			// server's TLS layer refused the connection (a handshake or
+			// client certificate failure), so no handler saw the request.
+			return true
+		}
+	}
+	// net/http gives nothing typed for these: the TLS handshake timeout is an
+	// unexported type, and the HTTP/2 transport bundled into net/http keeps
+	// its error types unexported (golang.org/x/net/http2, used directly,
+	// produces the same messages). Message text is all there is.
+	msg := err.Error()
+	for _, m := range notSentMessages {
+		if strings.Contains(msg, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// notSentMessages are error texts of net/http (and golang.org/x/net/http2)
+// that prove the request was not processed.
+var notSentMessages = [...]string{
+	// tlsHandshakeTimeoutError: the connection was never set up.
+	"net/http: TLS handshake timeout",
+	// A stream reset with REFUSED_STREAM: RFC 9113 section 8.7 guarantees
+	// that the server did no processing.
+	"REFUSED_STREAM",
+	// A GOAWAY whose last stream ID is below ours: RFC 9113 section 6.8 says
+	// such streams were not processed. The transport reports them with these
+	// two texts; "server sent GOAWAY and closed the connection" is different
+	// (the stream may have been processed) and stays a plain NetworkError.
+	"http2: Transport received Server's graceful shutdown GOAWAY",
+	"http2: Transport received GOAWAY from server",
+	// No connection to send the request on.
+	"http2: client conn could not be established",
+	"http2: client conn not usable",
+}
+
+// isTimeout reports whether err or anything it wraps has a Timeout() bool
+// method that reports true. errors.As is not enough: it stops at the first
+// match, and *url.Error has a Timeout method that looks only one level down.
+func isTimeout(err error) bool {
+	for err != nil {
+		if t, ok := err.(interface{ Timeout() bool }); ok && t.Timeout() {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if isTimeout(e) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
+}

@@ -1,0 +1,639 @@
+package breakwater_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/breakwater-go/breakwater"
+)
+
+// now is the local clock of the Retry-After tests.
+var now = time.Date(2025, time.January, 2, 3, 4, 5, 0, time.UTC)
+
+func httpDate(t time.Time) string { return t.UTC().Format(http.TimeFormat) }
+
+func response(status int, kv ...string) *http.Response {
+	h := http.Header{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		h.Add(kv[i], kv[i+1])
+	}
+	return &http.Response{StatusCode: status, Header: h, Body: http.NoBody}
+}
+
+func TestClassifyStatus(t *testing.T) {
+	tests := []struct {
+		status int
+		want   breakwater.Category
+		// withHint is the category when the response carries Retry-After: 5.
+		withHint breakwater.Category
+		// readsHint reports whether the status reads Retry-After at all.
+		readsHint bool
+	}{
+		{100, breakwater.Success, breakwater.Success, false},
+		{101, breakwater.Success, breakwater.Success, false},
+		{200, breakwater.Success, breakwater.Success, false},
+		{204, breakwater.Success, breakwater.Success, false},
+		{301, breakwater.Success, breakwater.Success, false},
+		{304, breakwater.Success, breakwater.Success, false},
+		{399, breakwater.Success, breakwater.Success, false},
+		{400, breakwater.ClientError, breakwater.ClientError, false},
+		{401, breakwater.AuthError, breakwater.AuthError, false},
+		{403, breakwater.AuthError, breakwater.AuthError, false},
+		{404, breakwater.ClientError, breakwater.ClientError, false},
+		{407, breakwater.AuthError, breakwater.AuthError, false},
+		{408, breakwater.Timeout, breakwater.Timeout, true},
+		{409, breakwater.ClientError, breakwater.ClientError, false},
+		{422, breakwater.ClientError, breakwater.ClientError, false},
+		{429, breakwater.Throttled, breakwater.Throttled, true},
+		{499, breakwater.ClientError, breakwater.ClientError, false},
+		{500, breakwater.ServerError, breakwater.ServerError, true},
+		{501, breakwater.Unsupported, breakwater.Unsupported, true},
+		{502, breakwater.ServerError, breakwater.ServerError, true},
+		{503, breakwater.ServerError, breakwater.Throttled, true},
+		{504, breakwater.Timeout, breakwater.Timeout, true},
+		{505, breakwater.Unsupported, breakwater.Unsupported, true},
+		{511, breakwater.ServerError, breakwater.ServerError, true},
+		{599, breakwater.ServerError, breakwater.ServerError, true},
+		// Outside the protocol's range: the upstream misbehaved.
+		{0, breakwater.ServerError, breakwater.ServerError, false},
+		{99, breakwater.ServerError, breakwater.ServerError, false},
+		{600, breakwater.ServerError, breakwater.ServerError, false},
+		{-1, breakwater.ServerError, breakwater.ServerError, false},
+	}
+	for _, tt := range tests {
+		t.Run(strconv.Itoa(tt.status), func(t *testing.T) {
+			t.Run("no_hint", func(t *testing.T) {
+				got := breakwater.Classify(response(tt.status), nil)
+				want := breakwater.Outcome{Category: tt.want, Status: tt.status}
+				if got != want {
+					t.Errorf("Classify = %+v, want %+v", got, want)
+				}
+			})
+			t.Run("retry_after", func(t *testing.T) {
+				got := breakwater.Classify(response(tt.status, "Retry-After", "5"), nil)
+				want := breakwater.Outcome{Category: tt.withHint, Status: tt.status}
+				if tt.readsHint {
+					want.HasRetryAfter, want.RetryAfter = true, 5*time.Second
+				}
+				if got != want {
+					t.Errorf("Classify = %+v, want %+v", got, want)
+				}
+			})
+			t.Run("garbage_retry_after", func(t *testing.T) {
+				got := breakwater.Classify(response(tt.status, "Retry-After", "soon"), nil)
+				want := breakwater.Outcome{Category: tt.want, Status: tt.status}
+				if got != want {
+					t.Errorf("Classify = %+v, want %+v", got, want)
+				}
+			})
+		})
+	}
+}
+
+func TestClassifyHints(t *testing.T) {
+	date := httpDate(time.Now())
+	tests := []struct {
+		name string
+		c    breakwater.Classifier
+		resp *http.Response
+		want breakwater.Outcome
+	}{
+		{
+			name: "429_too_long",
+			c:    breakwater.Classify,
+			resp: response(429, "Retry-After", "121"),
+			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 429, RetryAfter: 121 * time.Second, HasRetryAfter: true, RetryAfterTooLong: true},
+		},
+		{
+			name: "429_at_max",
+			c:    breakwater.Classify,
+			resp: response(429, "Retry-After", "120"),
+			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 429, RetryAfter: 120 * time.Second, HasRetryAfter: true},
+		},
+		{
+			name: "503_too_long_is_still_throttled",
+			c:    breakwater.NewClassifier(5 * time.Second),
+			resp: response(503, "Retry-After", "10"),
+			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 503, RetryAfter: 10 * time.Second, HasRetryAfter: true, RetryAfterTooLong: true},
+		},
+		{
+			name: "zero_max_means_default",
+			c:    breakwater.NewClassifier(0),
+			resp: response(503, "Retry-After", "120"),
+			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 503, RetryAfter: 120 * time.Second, HasRetryAfter: true},
+		},
+		{
+			name: "negative_max_means_default",
+			c:    breakwater.NewClassifier(-time.Second),
+			resp: response(503, "Retry-After", "121"),
+			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 503, RetryAfter: 121 * time.Second, HasRetryAfter: true, RetryAfterTooLong: true},
+		},
+		{
+			name: "503_date_against_own_date_header",
+			c:    breakwater.Classify,
+			resp: response(503, "Date", "Thu, 02 Jan 2025 03:04:05 GMT", "Retry-After", "Thu, 02 Jan 2025 03:04:35 GMT"),
+			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 503, RetryAfter: 30 * time.Second, HasRetryAfter: true},
+		},
+		{
+			name: "429_ratelimit_reset",
+			c:    breakwater.Classify,
+			resp: response(429, "RateLimit-Reset", "7"),
+			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 429, RetryAfter: 7 * time.Second, HasRetryAfter: true},
+		},
+		{
+			name: "429_x_ratelimit_reset_delta",
+			c:    breakwater.Classify,
+			resp: response(429, "X-RateLimit-Reset", "9"),
+			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 429, RetryAfter: 9 * time.Second, HasRetryAfter: true},
+		},
+		{
+			name: "429_x_ratelimit_reset_epoch",
+			c:    breakwater.Classify,
+			resp: response(429, "Date", "Thu, 02 Jan 2025 03:04:05 GMT", "X-RateLimit-Reset", strconv.FormatInt(now.Unix()+42, 10)),
+			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 429, RetryAfter: 42 * time.Second, HasRetryAfter: true},
+		},
+		{
+			name: "429_x_ratelimit_reset_epoch_past",
+			c:    breakwater.Classify,
+			resp: response(429, "Date", date, "X-RateLimit-Reset", "1700000000"),
+			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 429, RetryAfter: 0, HasRetryAfter: true},
+		},
+		{
+			name: "429_retry_after_wins",
+			c:    breakwater.Classify,
+			resp: response(429, "Retry-After", "3", "RateLimit-Reset", "7", "X-RateLimit-Reset", "9"),
+			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 429, RetryAfter: 3 * time.Second, HasRetryAfter: true},
+		},
+		{
+			name: "429_garbage_retry_after_falls_back",
+			c:    breakwater.Classify,
+			resp: response(429, "Retry-After", "later", "RateLimit-Reset", "7"),
+			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 429, RetryAfter: 7 * time.Second, HasRetryAfter: true},
+		},
+		{
+			name: "429_garbage_ratelimit_reset_falls_back",
+			c:    breakwater.Classify,
+			resp: response(429, "RateLimit-Reset", "1.5", "X-RateLimit-Reset", "9"),
+			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 429, RetryAfter: 9 * time.Second, HasRetryAfter: true},
+		},
+		{
+			name: "429_ratelimit_reset_too_long",
+			c:    breakwater.Classify,
+			resp: response(429, "RateLimit-Reset", "3600"),
+			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 429, RetryAfter: time.Hour, HasRetryAfter: true, RetryAfterTooLong: true},
+		},
+		{
+			name: "503_ignores_ratelimit_reset",
+			c:    breakwater.Classify,
+			resp: response(503, "RateLimit-Reset", "7"),
+			want: breakwater.Outcome{Category: breakwater.ServerError, Status: 503},
+		},
+		{
+			name: "nil_header",
+			c:    breakwater.Classify,
+			resp: &http.Response{StatusCode: 503},
+			want: breakwater.Outcome{Category: breakwater.ServerError, Status: 503},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.c(tt.resp, nil); got != tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	tests := []struct {
+		name   string
+		values []string // Retry-After field lines; nil means absent
+		date   string   // the Date field, if any
+		want   time.Duration
+		wantOK bool
+	}{
+		{name: "absent"},
+		{name: "seconds", values: []string{"2"}, want: 2 * time.Second, wantOK: true},
+		{name: "padded", values: []string{"  7 "}, want: 7 * time.Second, wantOK: true},
+		{name: "tabs", values: []string{"\t7\t"}, want: 7 * time.Second, wantOK: true},
+		{name: "zero", values: []string{"0"}, want: 0, wantOK: true},
+		{name: "leading_zeros", values: []string{"000000000000000000000000000042"}, want: 42 * time.Second, wantOK: true},
+		{name: "negative", values: []string{"-5"}},
+		{name: "plus", values: []string{"+5"}},
+		{name: "fraction", values: []string{"1.5"}},
+		{name: "garbage", values: []string{"abc"}},
+		{name: "digits_then_garbage", values: []string{"5s"}},
+		{name: "two_numbers", values: []string{"5 6"}},
+		{name: "list", values: []string{"5, 6"}},
+		{name: "empty", values: []string{""}},
+		{name: "whitespace", values: []string{"   "}},
+		{name: "overflow", values: []string{"99999999999999999999"}},
+		{name: "beyond_duration", values: []string{"9223372037"}},
+		{name: "100_years", values: []string{"3153600000"}, want: 3153600000 * time.Second, wantOK: true},
+		{name: "over_100_years", values: []string{"3153600001"}},
+		{name: "first_line_wins", values: []string{"3", "600"}, want: 3 * time.Second, wantOK: true},
+		{name: "first_line_garbage", values: []string{"soon", "600"}},
+		{name: "imf_fixdate", values: []string{"Thu, 02 Jan 2025 03:04:15 GMT"}, want: 10 * time.Second, wantOK: true},
+		{name: "rfc850", values: []string{"Thursday, 02-Jan-25 03:04:15 GMT"}, want: 10 * time.Second, wantOK: true},
+		{name: "asctime", values: []string{"Thu Jan  2 03:04:15 2025"}, want: 10 * time.Second, wantOK: true},
+		{name: "padded_date", values: []string{" Thu, 02 Jan 2025 03:04:15 GMT "}, want: 10 * time.Second, wantOK: true},
+		{
+			// The server's clock is an hour behind ours: its date is three
+			// seconds after its own Date, so the wait is three seconds, not
+			// zero.
+			name:   "skewed_date",
+			values: []string{httpDate(now.Add(-time.Hour + 3*time.Second))},
+			date:   httpDate(now.Add(-time.Hour)),
+			want:   3 * time.Second, wantOK: true,
+		},
+		{
+			name:   "skewed_ahead",
+			values: []string{httpDate(now.Add(time.Hour + 3*time.Second))},
+			date:   httpDate(now.Add(time.Hour)),
+			want:   3 * time.Second, wantOK: true,
+		},
+		{name: "bad_date_header_uses_now", values: []string{"Thu, 02 Jan 2025 03:04:15 GMT"}, date: "yesterday", want: 10 * time.Second, wantOK: true},
+		{name: "past", values: []string{"Thu, 02 Jan 2025 03:04:00 GMT"}, want: 0, wantOK: true},
+		{name: "past_against_date_header", values: []string{"Thu, 02 Jan 2025 03:04:00 GMT"}, date: "Thu, 02 Jan 2025 04:00:00 GMT", want: 0, wantOK: true},
+		{name: "long_ago", values: []string{"Mon, 01 Jan 0001 00:00:00 GMT"}, want: 0, wantOK: true},
+		{name: "far_future", values: []string{"Fri, 31 Dec 9999 23:59:59 GMT"}},
+		{name: "date_with_zone", values: []string{"Thu, 02 Jan 2025 03:04:15 +0000"}},
+		{name: "date_garbage", values: []string{"Thu, 02 Jan 2025 25:04:15 GMT"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{}
+			if tt.values != nil {
+				h["Retry-After"] = tt.values
+			}
+			if tt.date != "" {
+				h.Set("Date", tt.date)
+			}
+			got, ok := breakwater.ParseRetryAfter(h, now)
+			if got != tt.want || ok != tt.wantOK {
+				t.Errorf("ParseRetryAfter(%q, Date %q) = %v, %v; want %v, %v", tt.values, tt.date, got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+	t.Run("nil_header", func(t *testing.T) {
+		if d, ok := breakwater.ParseRetryAfter(nil, now); d != 0 || ok {
+			t.Errorf("ParseRetryAfter(nil) = %v, %v; want 0, false", d, ok)
+		}
+	})
+}
+
+func TestParseRetryAfterAllocs(t *testing.T) {
+	h := http.Header{"Retry-After": {" 30 "}}
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, ok := breakwater.ParseRetryAfter(h, now); !ok {
+			t.Fatal("not ok")
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("ParseRetryAfter(delta-seconds) allocates %v times, want 0", allocs)
+	}
+}
+
+func TestClassifyAllocs(t *testing.T) {
+	for _, resp := range []*http.Response{
+		response(200),
+		response(404),
+		response(503, "Retry-After", "30"),
+		response(429, "RateLimit-Reset", "30"),
+	} {
+		allocs := testing.AllocsPerRun(100, func() { breakwater.Classify(resp, nil) })
+		if allocs != 0 {
+			t.Errorf("Classify(%d %v) allocates %v times, want 0", resp.StatusCode, resp.Header, allocs)
+		}
+	}
+}
+
+// errTimeoutish is a timeout error with a Timeout method, like the ones
+// net/http and net return.
+type errTimeoutish struct{}
+
+func (errTimeoutish) Error() string   { return "i/o timeout" }
+func (errTimeoutish) Timeout() bool   { return true }
+func (errTimeoutish) Temporary() bool { return true }
+
+func urlErr(err error) error { return &url.Error{Op: "Get", URL: "http://example.test/", Err: err} }
+
+func TestClassifyError(t *testing.T) {
+	network := breakwater.Outcome{Category: breakwater.NetworkError}
+	notSent := breakwater.Outcome{Category: breakwater.NetworkError, NotSent: true}
+	timeout := breakwater.Outcome{Category: breakwater.Timeout}
+	rejected := breakwater.Outcome{Category: breakwater.Rejected}
+	canceled := breakwater.Outcome{Category: breakwater.Canceled}
+	dial := func(err error) error { return &net.OpError{Op: "dial", Net: "tcp", Err: err} }
+	read := func(err error) error { return &net.OpError{Op: "read", Net: "tcp", Err: err} }
+
+	tests := []struct {
+		name string
+		err  error
+		want breakwater.Outcome
+	}{
+		{"attempt_timeout", breakwater.ErrAttemptTimeout, timeout},
+		{"attempt_timeout_wrapped", urlErr(fmt.Errorf("attempt 2: %w", breakwater.ErrAttemptTimeout)), timeout},
+		{"call_timeout", urlErr(breakwater.ErrCallTimeout), timeout},
+		{"our_timeout_beats_deadline", errors.Join(context.DeadlineExceeded, breakwater.ErrAttemptTimeout), timeout},
+		{"circuit_open", breakwater.ErrCircuitOpen, rejected},
+		{"breaker_error_open", &breakwater.BreakerError{Key: "k", State: breakwater.StateOpen}, rejected},
+		{"breaker_error_half_open", urlErr(&breakwater.BreakerError{Key: "k", State: breakwater.StateHalfOpen}), rejected},
+		{"half_open_busy", breakwater.ErrHalfOpenBusy, rejected},
+		{"paused", fmt.Errorf("wrapped: %w", breakwater.ErrPaused), rejected},
+		{"rate_limited", breakwater.ErrRateLimited, rejected},
+		{"concurrency_limit", breakwater.ErrConcurrencyLimit, rejected},
+		{"retry_budget", breakwater.ErrRetryBudget, rejected},
+		{"rejection_beats_context", errors.Join(context.DeadlineExceeded, breakwater.ErrPaused), rejected},
+		{"canceled", context.Canceled, canceled},
+		{"canceled_wrapped", urlErr(context.Canceled), canceled},
+		{"deadline_exceeded", urlErr(context.DeadlineExceeded), canceled},
+		{"dns_canceled", &net.DNSError{Err: "operation was canceled", UnwrapErr: context.Canceled}, canceled},
+		{"dns", urlErr(dial(&net.DNSError{Err: "no such host", Name: "x.invalid", IsNotFound: true})), notSent},
+		{"dns_timeout", &net.DNSError{Err: "i/o timeout", IsTimeout: true}, notSent},
+		{"dial", urlErr(dial(errors.New("no route to host"))), notSent},
+		{"dial_timeout", urlErr(dial(errTimeoutish{})), notSent},
+		{"proxyconnect", urlErr(&net.OpError{Op: "proxyconnect", Net: "tcp", Err: io.EOF}), notSent},
+		{"tls_remote_alert", urlErr(&net.OpError{Op: "remote error", Err: errors.New("tls: bad certificate")}), notSent},
+		{"refused_bare", syscall.ECONNREFUSED, notSent},
+		{"refused_syscall_error", urlErr(os.NewSyscallError("connect", syscall.ECONNREFUSED)), notSent},
+		{"scheme_mismatch", urlErr(http.ErrSchemeMismatch), notSent},
+		{"cert_verification", urlErr(&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}), notSent},
+		{"unknown_authority", x509.UnknownAuthorityError{}, notSent},
+		{"hostname", fmt.Errorf("tls: %w", x509.HostnameError{Host: "example.test"}), notSent},
+		{"cert_invalid", x509.CertificateInvalidError{Reason: x509.Expired}, notSent},
+		{"system_roots", x509.SystemRootsError{}, notSent},
+		{"record_header", urlErr(tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}), notSent},
+		{"alert", fmt.Errorf("handshake: %w", tls.AlertError(42)), notSent},
+		{"ech_rejected", &tls.ECHRejectionError{}, notSent},
+		{"tls_handshake_timeout", urlErr(&timeoutMsg{"net/http: TLS handshake timeout"}), notSent},
+		{"h2_refused_stream", urlErr(errors.New("stream error: stream ID 3; REFUSED_STREAM")), notSent},
+		{"h2_refused_stream_not_retried", errors.New("http2: Transport: cannot retry err [stream error: stream ID 1; REFUSED_STREAM] after Request.Body was written; define Request.GetBody to avoid this error"), notSent},
+		{"h2_graceful_goaway", errors.New("http2: Transport received Server's graceful shutdown GOAWAY"), notSent},
+		{"h2_goaway_first_stream", errors.New("http2: Transport received GOAWAY from server ErrCode:PROTOCOL_ERROR"), notSent},
+		{"h2_no_conn", errors.New("http2: client conn could not be established"), notSent},
+		{"h2_goaway_closed", urlErr(errors.New(`http2: server sent GOAWAY and closed the connection; LastStreamID=5, ErrCode=NO_ERROR, debug=""`)), network},
+		{"h2_stream_error", errors.New("stream error: stream ID 5; INTERNAL_ERROR; received from peer"), network},
+		{"reset", urlErr(read(os.NewSyscallError("read", syscall.ECONNRESET))), network},
+		{"broken_pipe", urlErr(&net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", syscall.EPIPE)}), network},
+		{"unexpected_eof", urlErr(io.ErrUnexpectedEOF), network},
+		{"eof", urlErr(io.EOF), network},
+		{"connection_broken", fmt.Errorf("net/http: HTTP/1.x transport connection broken: %w", io.ErrUnexpectedEOF), network},
+		{"response_header_timeout", urlErr(&timeoutMsg{"net/http: timeout awaiting response headers"}), timeout},
+		{"read_timeout", urlErr(read(os.ErrDeadlineExceeded)), timeout},
+		{"timeout_below_plain_wrapper", urlErr(fmt.Errorf("reading: %w", errTimeoutish{})), timeout},
+		{"timeout_in_join", errors.Join(errors.New("x"), errTimeoutish{}), timeout},
+		{"timeout_false", &timeoutMsg{"not really"}, network},
+		{"unknown", errors.New("something odd"), network},
+		{"unknown_url", urlErr(errors.New(`unsupported protocol scheme "ftp"`)), network},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := breakwater.Classify(nil, tt.err); got != tt.want {
+				t.Errorf("Classify(nil, %v) = %+v, want %+v", tt.err, got, tt.want)
+			}
+		})
+	}
+
+	t.Run("error_wins_over_response", func(t *testing.T) {
+		got := breakwater.Classify(response(200), context.Canceled)
+		if want := canceled; got != want {
+			t.Errorf("got %+v, want %+v", got, want)
+		}
+	})
+	t.Run("nil_nil", func(t *testing.T) {
+		if got := breakwater.Classify(nil, nil); got != network {
+			t.Errorf("got %+v, want %+v", got, network)
+		}
+	})
+}
+
+// timeoutMsg mimics net/http's unexported timeout errors.
+type timeoutMsg struct{ msg string }
+
+func (e *timeoutMsg) Error() string   { return e.msg }
+func (e *timeoutMsg) Timeout() bool   { return e.msg != "not really" }
+func (e *timeoutMsg) Temporary() bool { return true }
+
+func TestWhen(t *testing.T) {
+	is423 := func(resp *http.Response, err error) bool { return resp != nil && resp.StatusCode == 423 }
+	c := breakwater.When(nil, is423, breakwater.Throttled)
+
+	t.Run("match", func(t *testing.T) {
+		got := c(response(423), nil)
+		want := breakwater.Outcome{Category: breakwater.Throttled, Status: 423}
+		if got != want {
+			t.Errorf("got %+v, want %+v", got, want)
+		}
+	})
+	t.Run("no_match", func(t *testing.T) {
+		got := c(response(404), nil)
+		want := breakwater.Outcome{Category: breakwater.ClientError, Status: 404}
+		if got != want {
+			t.Errorf("got %+v, want %+v", got, want)
+		}
+	})
+	t.Run("keeps_the_rest", func(t *testing.T) {
+		c := breakwater.When(breakwater.NewClassifier(time.Second), func(resp *http.Response, _ error) bool {
+			return resp != nil && resp.StatusCode == 503
+		}, breakwater.Unsupported)
+		got := c(response(503, "Retry-After", "5"), nil)
+		want := breakwater.Outcome{Category: breakwater.Unsupported, Status: 503, RetryAfter: 5 * time.Second, HasRetryAfter: true, RetryAfterTooLong: true}
+		if got != want {
+			t.Errorf("got %+v, want %+v", got, want)
+		}
+		got = breakwater.When(nil, func(*http.Response, error) bool { return true }, breakwater.Canceled)(nil, syscall.ECONNREFUSED)
+		want = breakwater.Outcome{Category: breakwater.Canceled, NotSent: true}
+		if got != want {
+			t.Errorf("got %+v, want %+v", got, want)
+		}
+	})
+	t.Run("panicking_match_is_no_match", func(t *testing.T) {
+		c := breakwater.When(nil, func(resp *http.Response, err error) bool {
+			return resp.StatusCode == 500 // resp is nil for errors
+		}, breakwater.Unsupported)
+		got := c(nil, io.ErrUnexpectedEOF)
+		want := breakwater.Outcome{Category: breakwater.NetworkError}
+		if got != want {
+			t.Errorf("got %+v, want %+v", got, want)
+		}
+		var nilPanic func(*http.Response, error) bool = func(*http.Response, error) bool { panic(nil) }
+		got = breakwater.When(nil, nilPanic, breakwater.Unsupported)(response(500), nil)
+		want = breakwater.Outcome{Category: breakwater.ServerError, Status: 500}
+		if got != want {
+			t.Errorf("panic(nil): got %+v, want %+v", got, want)
+		}
+	})
+	t.Run("panicking_base_falls_back", func(t *testing.T) {
+		base := func(*http.Response, error) breakwater.Outcome { panic("base") }
+		got := breakwater.When(base, is423, breakwater.Throttled)(response(500), nil)
+		want := breakwater.Outcome{Category: breakwater.ServerError, Status: 500}
+		if got != want {
+			t.Errorf("got %+v, want %+v", got, want)
+		}
+	})
+	t.Run("nested", func(t *testing.T) {
+		c := breakwater.When(c, func(resp *http.Response, _ error) bool {
+			return resp != nil && resp.StatusCode == 404
+		}, breakwater.ServerError)
+		for status, want := range map[int]breakwater.Category{423: breakwater.Throttled, 404: breakwater.ServerError, 400: breakwater.ClientError} {
+			if got := c(response(status), nil).Category; got != want {
+				t.Errorf("%d: got %v, want %v", status, got, want)
+			}
+		}
+	})
+	t.Run("constructor_panics", func(t *testing.T) {
+		for name, f := range map[string]func(){
+			"nil_match":        func() { breakwater.When(nil, nil, breakwater.Throttled) },
+			"invalid_category": func() { breakwater.When(nil, is423, breakwater.Category(200)) },
+		} {
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Errorf("%s: When did not panic", name)
+					}
+				}()
+				f()
+			}()
+		}
+	})
+}
+
+func FuzzParseRetryAfter(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"2", ""}, {"  7 ", ""}, {"0", ""}, {"-5", ""}, {"1.5", ""}, {"abc", ""}, {"", ""}, {"   ", ""},
+		{"99999999999999999999", ""}, {"3153600000", ""}, {"3153600001", ""}, {"9223372037", ""},
+		{"Thu, 02 Jan 2025 03:04:15 GMT", ""},
+		{"Thursday, 02-Jan-25 03:04:15 GMT", ""},
+		{"Thu Jan  2 03:04:15 2025", ""},
+		{"Thu, 02 Jan 2025 02:04:08 GMT", "Thu, 02 Jan 2025 02:04:05 GMT"},
+		{"Thu, 02 Jan 2025 03:04:00 GMT", ""},
+		{"Fri, 31 Dec 9999 23:59:59 GMT", "Mon, 01 Jan 0001 00:00:00 GMT"},
+		{"Mon, 01 Jan 0001 00:00:00 GMT", "Fri, 31 Dec 9999 23:59:59 GMT"},
+		{"Thu, 02 Jan 2025 03:04:15 GMT", "garbage"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, value, date string) {
+		h := http.Header{"Retry-After": {value}}
+		if date != "" {
+			h["Date"] = []string{date}
+		}
+		d, ok := breakwater.ParseRetryAfter(h, now)
+		if !ok && d != 0 {
+			t.Errorf("ParseRetryAfter(%q, %q) = %v, false; want 0 when not ok", value, date, d)
+		}
+		if ok && (d < 0 || d > 100*365*24*time.Hour) {
+			t.Errorf("ParseRetryAfter(%q, %q) = %v, true; want within [0, 100 years]", value, date, d)
+		}
+	})
+}
+
+func FuzzClassify(f *testing.F) {
+	seeds := []struct {
+		status                    int
+		retryAfter, date, rl, xrl string
+	}{
+		{200, "", "", "", ""},
+		{503, "2", "", "", ""},
+		{503, "  7 ", "", "", ""},
+		{503, "-5", "", "", ""},
+		{503, "1.5", "", "", ""},
+		{429, "abc", "", "", ""},
+		{429, "", "", "7", ""},
+		{429, "", "Thu, 02 Jan 2025 03:04:05 GMT", "", "1735787087"},
+		{429, "", "", "", "99999999999999999999"},
+		{408, "99999999999999999999", "", "", ""},
+		{504, "Thu, 02 Jan 2025 03:04:15 GMT", "Thu, 02 Jan 2025 03:04:05 GMT", "", ""},
+		{500, "Thursday, 02-Jan-25 03:04:15 GMT", "", "", ""},
+		{502, "Thu Jan  2 03:04:15 2025", "", "", ""},
+		{100, "1", "", "", ""}, {204, "", "", "", ""}, {301, "", "", "", ""}, {304, "", "", "", ""},
+		{400, "", "", "", ""}, {401, "", "", "", ""}, {403, "", "", "", ""}, {404, "", "", "", ""},
+		{407, "", "", "", ""}, {409, "", "", "", ""}, {422, "", "", "", ""}, {499, "", "", "", ""},
+		{501, "3", "", "", ""}, {505, "", "", "", ""}, {511, "", "", "", ""}, {599, "", "", "", ""},
+		{0, "", "", "", ""}, {-1, "1", "", "", ""}, {600, "1", "", "", ""}, {1 << 40, "", "", "", ""},
+	}
+	for _, s := range seeds {
+		f.Add(s.status, s.retryAfter, s.date, s.rl, s.xrl)
+	}
+	short := breakwater.NewClassifier(time.Second)
+	f.Fuzz(func(t *testing.T, status int, retryAfter, date, rl, xrl string) {
+		h := http.Header{}
+		for k, v := range map[string]string{"Retry-After": retryAfter, "Date": date, "RateLimit-Reset": rl, "X-RateLimit-Reset": xrl} {
+			if v != "" {
+				h.Set(k, v)
+			}
+		}
+		resp := &http.Response{StatusCode: status, Header: h}
+		o := breakwater.Classify(resp, nil)
+		if o.Category.String() == "unknown" {
+			t.Fatalf("Classify(%d) = invalid category %d", status, o.Category)
+		}
+		if o.Status != status {
+			t.Errorf("Status = %d, want %d", o.Status, status)
+		}
+		if o.RetryAfter < 0 || (!o.HasRetryAfter && (o.RetryAfter != 0 || o.RetryAfterTooLong)) {
+			t.Errorf("inconsistent hint in %+v", o)
+		}
+		if o.NotSent {
+			t.Errorf("NotSent set on a response: %+v", o)
+		}
+		reads := status == 408 || status == 429 || (status >= 500 && status < 600)
+		if !reads && o.HasRetryAfter {
+			t.Errorf("status %d read a hint: %+v", status, o)
+		}
+		o2 := short(resp, nil)
+		if o2.Category != o.Category || o2.RetryAfter != o.RetryAfter || o2.HasRetryAfter != o.HasRetryAfter {
+			t.Errorf("NewClassifier(1s) = %+v, Classify = %+v: only RetryAfterTooLong may differ", o2, o)
+		}
+		if o2.RetryAfterTooLong != (o.HasRetryAfter && o.RetryAfter > time.Second) {
+			t.Errorf("NewClassifier(1s) = %+v: wrong RetryAfterTooLong", o2)
+		}
+	})
+}
+
+var sink breakwater.Outcome
+
+func BenchmarkClassify(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		resp *http.Response
+	}{
+		{"200", response(200, "Content-Type", "application/json", "Date", "Thu, 02 Jan 2025 03:04:05 GMT")},
+		{"503_retry_after", response(503, "Content-Type", "text/plain", "Date", "Thu, 02 Jan 2025 03:04:05 GMT", "Retry-After", "30")},
+		{"503_retry_after_date", response(503, "Date", "Thu, 02 Jan 2025 03:04:05 GMT", "Retry-After", "Thu, 02 Jan 2025 03:04:35 GMT")},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.Run("serial", func(b *testing.B) {
+				b.ReportAllocs()
+				var o breakwater.Outcome
+				for b.Loop() {
+					o = breakwater.Classify(bc.resp, nil)
+				}
+				sink = o
+			})
+			b.Run("parallel", func(b *testing.B) {
+				b.ReportAllocs()
+				b.RunParallel(func(pb *testing.PB) {
+					var o breakwater.Outcome
+					for pb.Next() {
+						o = breakwater.Classify(bc.resp, nil)
+					}
+					_ = o
+				})
+			})
+		})
+	}
+}
