@@ -115,6 +115,7 @@ type breakerConfig struct {
 	maxKeys        int
 	idleTTL        time.Duration
 	listeners      []func(Transition)
+	autoWithin     bool // the Window's within was left to be sized
 }
 
 // WithPolicy sets the counting policy. Default: Window(10, auto).
@@ -297,6 +298,7 @@ func NewBreakers(opts ...BreakerOption) (*Breakers, error) {
 	}
 	if cfg.policy.kind == policyWindow && cfg.policy.within == 0 {
 		cfg.policy.within = DefaultWindowWithin
+		cfg.autoWithin = true
 	}
 	bs := &Breakers{cfg: cfg, start: time.Now()}
 	if cfg.mode != ModeDisabled {
@@ -676,7 +678,7 @@ func (b *Breaker) succeed(gen uint64, oob bool) {
 				b.consec.Store(0)
 			}
 		case policyFailureRate:
-			b.rate.add(b.bs.now(), false)
+			b.rate.add(b.bs.now(), 1, 0)
 		}
 		return
 	}
@@ -743,7 +745,8 @@ func (b *Breaker) count(now int64, c Category) (int, bool) {
 		}
 		return n, n >= threshold
 	case policyFailureRate:
-		calls, fails := b.rate.add(now, true)
+		b.rate.add(now, 1, 1)
+		calls, fails := b.rate.sum(now)
 		return int(fails), calls >= int64(p.minCalls) && float64(fails) >= p.ratio*float64(calls)
 	}
 	n := b.window.add(now, int64(p.within))

@@ -39,8 +39,8 @@ func (w *failureWindow) live(now, within int64) int {
 
 func (w *failureWindow) clear() { w.head, w.n = 0, 0 }
 
-// rateWindow counts calls and failures in rateBuckets buckets spanning the
-// FailureRate policy's window. Updates are lock-free; a bucket is recycled
+// rateWindow counts two quantities (calls and failures, or calls and
+// retries) in rateBuckets buckets spanning a sliding window. Updates are lock-free; a bucket is recycled
 // by the first writer that finds it holding an older epoch.
 type rateWindow struct {
 	width   int64
@@ -59,21 +59,20 @@ func newRateWindow(within time.Duration) rateWindow {
 	return rateWindow{width: max(1, int64(within)/rateBuckets), buckets: make([]rateBucket, rateBuckets)}
 }
 
-// add records one outcome at now; for a failure it returns the window's
-// totals (calls, failures).
-func (r *rateWindow) add(now int64, failed bool) (calls, fails int64) {
+// add adds calls and fails to the bucket of now.
+func (r *rateWindow) add(now int64, calls, fails int64) {
 	e := now/r.width + 1
 	bk := &r.buckets[e%rateBuckets]
 	if old := bk.epoch.Load(); old != e && bk.epoch.CompareAndSwap(old, e) {
 		bk.calls.Store(0)
 		bk.fails.Store(0)
 	}
-	bk.calls.Add(1)
-	if !failed {
-		return 0, 0
+	if calls != 0 {
+		bk.calls.Add(calls)
 	}
-	bk.fails.Add(1)
-	return r.sum(now)
+	if fails != 0 {
+		bk.fails.Add(fails)
+	}
 }
 
 // sum returns the totals of the buckets inside the window at now.

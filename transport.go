@@ -1,0 +1,619 @@
+package breakwater
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"time"
+)
+
+// Transport is an [http.RoundTripper] that runs every call through the
+// default chain, outermost first:
+//
+//  1. call timeout: one deadline over the whole call, retries and waits
+//     included (default 30 s);
+//  2. retry: the attempt loop (default 3 attempts in total);
+//  3. circuit breaker, asked before every attempt;
+//  4. rate limit and server-directed pause gate, a token per attempt;
+//  5. concurrency limit, a slot per attempt, none held while backing off;
+//  6. attempt timeout: one attempt, headers and body (default 10 s);
+//  7. the base transport (a clone of [http.DefaultTransport] when nil).
+//
+// Both timeouts, the concurrency slot and a half-open probe lease last until
+// the response body is closed or read to EOF, not until RoundTrip returns.
+//
+// A Transport honours the [http.RoundTripper] contract: it is safe for
+// concurrent use, never modifies the caller's request (each attempt after
+// the first is a shallow copy with a fresh body from GetBody), closes the
+// request body exactly once, and returns a response only with a nil error.
+// A response the caller does not get (one that is retried) is drained, up to
+// 64 KiB, and closed.
+//
+// Build a Transport with [NewTransport]; the zero value is not usable.
+type Transport struct {
+	cfg      config
+	base     http.RoundTripper
+	breakers *Breakers
+	budgets  *keyedMap[*retryBudget]
+	start    time.Time
+}
+
+var _ http.RoundTripper = (*Transport)(nil)
+
+// KeyFunc names the upstream a request goes to. Breakers, retry budgets,
+// limits and pause gates are kept per key.
+type KeyFunc func(*http.Request) string
+
+// HostKey is the default [KeyFunc]: the request URL's host[:port] for https
+// and scheme://host[:port] for every other scheme, so plain and TLS traffic
+// to one host never share state. It does not allocate for https.
+func HostKey(req *http.Request) string {
+	if req.URL.Scheme == "https" {
+		return req.URL.Host
+	}
+	return req.URL.Scheme + "://" + req.URL.Host
+}
+
+// An Option configures [NewTransport].
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	base               http.RoundTripper
+	callTimeout        time.Duration
+	attemptTimeout     time.Duration
+	maxAttempts        int
+	backoff            backoffFunc
+	retryIf            func(context.Context, *http.Response, error) (bool, error)
+	retryNonIdempotent bool
+	bufferBodies       int64
+	budget             bool
+	budgetRatio        float64
+	budgetFloor        float64
+	budgetWindow       time.Duration
+	meltPerAttempt     bool
+	maxRetryAfter      time.Duration
+	classifier         Classifier
+	key                KeyFunc
+	breakers           *Breakers
+	breakerOpts        []BreakerOption
+	slowCall           time.Duration
+	maxKeys            int
+	idleTTL            time.Duration
+	errs               []error
+}
+
+// WithBase sets the transport that makes the actual requests. nil (the
+// default) is a clone of [http.DefaultTransport]; the shared one is never
+// modified.
+func WithBase(rt http.RoundTripper) Option {
+	return optionFunc(func(c *config) { c.base = rt })
+}
+
+// WithCallTimeout bounds the whole call (all attempts, waits and the
+// response body). 0 disables it. Default: 30 s.
+func WithCallTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.callTimeout = d })
+}
+
+// WithAttemptTimeout bounds each attempt, response body included. 0
+// disables it. Default: 10 s.
+func WithAttemptTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.attemptTimeout = d })
+}
+
+// WithMaxAttempts sets the number of attempts per call, the first included;
+// 1 disables retries. Default: 3.
+func WithMaxAttempts(n int) Option {
+	return optionFunc(func(c *config) { c.maxAttempts = n })
+}
+
+// WithBackoff sets the wait between attempts. Default:
+// ExponentialJitter(100ms, 5s). A server's Retry-After hint is honoured on
+// top: the wait is never shorter than the hint.
+func WithBackoff(b Backoff) Option {
+	return optionFunc(func(c *config) {
+		if b == nil {
+			c.errs = append(c.errs, errors.New("breakwater: WithBackoff(nil)"))
+			return
+		}
+		c.backoff = b.internal()
+	})
+}
+
+// WithRetryablehttpBackoff uses a go-retryablehttp Backoff function (for
+// example retryablehttp.DefaultBackoff or LinearJitterBackoff) with its min
+// and max, so a retryablehttp.Client's policy moves over unchanged. It is
+// called with the 0-based attempt number and the response about to be
+// retried, as retryablehttp does.
+func WithRetryablehttpBackoff(fn func(min, max time.Duration, attemptNum int, resp *http.Response) time.Duration, min, max time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if fn == nil {
+			c.errs = append(c.errs, errors.New("breakwater: WithRetryablehttpBackoff(nil)"))
+			return
+		}
+		c.backoff = func(n int, _ time.Duration, resp *http.Response) time.Duration { return fn(min, max, n-1, resp) }
+	})
+}
+
+// WithRetryIf replaces the category-based decision of whether an attempt's
+// result is worth retrying. Its signature is go-retryablehttp's CheckRetry,
+// so retryablehttp.DefaultRetryPolicy and ErrorPropagatedRetryPolicy plug in
+// as they are. Returning a non-nil error ends the call with that error.
+// breakwater's safety rules still apply on top: our own rejections and the
+// caller's cancellation are never retried, non-idempotent requests only
+// when provably not sent, bodies only when replayable, and never past the
+// deadline or the retry budget. A panicking fn means "do not retry".
+func WithRetryIf(fn func(ctx context.Context, resp *http.Response, err error) (bool, error)) Option {
+	return optionFunc(func(c *config) { c.retryIf = fn })
+}
+
+// WithRetryNonIdempotent allows retrying requests whose method is not
+// idempotent (POST, PATCH, …) and that carry no Idempotency-Key. Only do
+// this when the upstream deduplicates them some other way.
+func WithRetryNonIdempotent(on bool) Option {
+	return optionFunc(func(c *config) { c.retryNonIdempotent = on })
+}
+
+// WithBodyBuffering lets requests whose body has no GetBody be retried by
+// buffering bodies of up to max bytes in memory. A longer body is sent once,
+// unbuffered and unchanged. Default: 0, no buffering (such requests are sent
+// once).
+func WithBodyBuffering(max int64) Option {
+	return optionFunc(func(c *config) { c.bufferBodies = max })
+}
+
+// WithRetryBudget limits retries per key to ratio × calls plus floor retries
+// per second, over a sliding window, so that an outage cannot multiply the
+// load on an upstream. Defaults: 0.2, 3 per second, 10 s.
+func WithRetryBudget(ratio, floor float64, window time.Duration) Option {
+	return optionFunc(func(c *config) {
+		c.budget, c.budgetRatio, c.budgetFloor, c.budgetWindow = true, ratio, floor, window
+	})
+}
+
+// WithoutRetryBudget removes the retry budget.
+func WithoutRetryBudget() Option {
+	return optionFunc(func(c *config) { c.budget = false })
+}
+
+// WithMeltPerAttempt makes the breaker count every failing attempt. By
+// default it counts once per call whose retrying gave up on a failure, so
+// the number of failing calls that opens it does not depend on the number of
+// attempts per call.
+func WithMeltPerAttempt() Option {
+	return optionFunc(func(c *config) { c.meltPerAttempt = true })
+}
+
+// WithMaxRetryAfter sets the longest server hint the retry stage waits for;
+// a response asking for more is returned at once. It also caps pauses.
+// Default: [DefaultMaxRetryAfter]. It configures the default classifier; a
+// classifier set with [WithClassifier] decides for itself.
+func WithMaxRetryAfter(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.maxRetryAfter = d })
+}
+
+// WithClassifier replaces the default classification ([Classify]). A
+// classifier that panics is treated as the default for that attempt.
+func WithClassifier(cl Classifier) Option {
+	return optionFunc(func(c *config) { c.classifier = cl })
+}
+
+// WithKeyFunc sets how requests are grouped into upstreams. Default:
+// [HostKey].
+func WithKeyFunc(fn KeyFunc) Option {
+	return optionFunc(func(c *config) { c.key = fn })
+}
+
+// WithBreaker configures the circuit breakers. See [BreakerOption]; use
+// WithBreaker(WithBreakerMode(ModeDisabled)) to run without one. A Window
+// policy left to size its window automatically is sized from the retry
+// plan.
+func WithBreaker(opts ...BreakerOption) Option {
+	return optionFunc(func(c *config) { c.breakerOpts = append(c.breakerOpts, opts...) })
+}
+
+// WithBreakers shares an existing registry (for example between a Transport
+// and a health checker). Options given with [WithBreaker] are then ignored.
+func WithBreakers(bs *Breakers) Option {
+	return optionFunc(func(c *config) { c.breakers = bs })
+}
+
+// WithSlowCallThreshold classifies a successful attempt slower than d as
+// [Slow], which breakers count as a failure (the response is still returned
+// and not retried). Default: 0, off.
+func WithSlowCallThreshold(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.slowCall = d })
+}
+
+// WithKeyLimits bounds the per-key state other than breakers (retry
+// budgets, limiters, gates): at most maxKeys keys, idle ones evicted after
+// idleTTL. Defaults: 10 000 and 10 minutes.
+func WithKeyLimits(maxKeys int, idleTTL time.Duration) Option {
+	return optionFunc(func(c *config) { c.maxKeys, c.idleTTL = maxKeys, idleTTL })
+}
+
+// NewTransport builds a Transport over the default chain, or returns an
+// error describing every invalid option.
+func NewTransport(opts ...Option) (*Transport, error) {
+	cfg := config{
+		callTimeout:    DefaultCallTimeout,
+		attemptTimeout: DefaultAttemptTimeout,
+		maxAttempts:    DefaultMaxAttempts,
+		backoff:        ExponentialJitter(DefaultBackoffBase, DefaultBackoffMax).internal(),
+		budget:         true,
+		budgetRatio:    DefaultRetryBudgetRatio,
+		budgetFloor:    DefaultRetryBudgetFloor,
+		budgetWindow:   DefaultRetryBudgetWindow,
+		maxKeys:        DefaultMaxBreakers,
+		idleTTL:        DefaultBreakerIdleTTL,
+	}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	t := &Transport{cfg: cfg, base: cfg.base, start: time.Now()}
+	if t.base == nil {
+		t.base = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	if cfg.classifier == nil {
+		t.cfg.classifier = NewClassifier(cfg.maxRetryAfter)
+	}
+	if cfg.key == nil {
+		t.cfg.key = HostKey
+	}
+	t.breakers = cfg.breakers
+	if t.breakers == nil {
+		bopts := []BreakerOption{WithProbeTimeout(orDefault(cfg.attemptTimeout, DefaultProbeTimeout))}
+		bopts = append(bopts, cfg.breakerOpts...)
+		var err error
+		if t.breakers, err = newSizedBreakers(cfg, bopts); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.budget {
+		t.budgets = newKeyedMap(cfg.maxKeys, cfg.idleTTL, func(string) *retryBudget {
+			return newRetryBudget(cfg.budgetRatio, cfg.budgetFloor, cfg.budgetWindow)
+		}, func(*retryBudget) bool { return true })
+	}
+	return t, nil
+}
+
+// orDefault returns d, or def when d <= 0.
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+func (c *config) validate() error {
+	errs := c.errs
+	if c.callTimeout < 0 || c.attemptTimeout < 0 {
+		errs = append(errs, fmt.Errorf("breakwater: timeouts must be >= 0, got call %s and attempt %s", c.callTimeout, c.attemptTimeout))
+	}
+	if c.callTimeout > 0 && c.attemptTimeout > c.callTimeout {
+		errs = append(errs, fmt.Errorf("breakwater: attempt timeout %s exceeds the call timeout %s", c.attemptTimeout, c.callTimeout))
+	}
+	if c.maxAttempts < 1 {
+		errs = append(errs, fmt.Errorf("breakwater: max attempts must be >= 1, got %d", c.maxAttempts))
+	}
+	if c.bufferBodies < 0 {
+		errs = append(errs, fmt.Errorf("breakwater: body buffering limit must be >= 0, got %d", c.bufferBodies))
+	}
+	if c.budget && (c.budgetRatio < 0 || c.budgetFloor < 0 || c.budgetWindow <= 0) {
+		errs = append(errs, fmt.Errorf("breakwater: retry budget needs ratio >= 0, floor >= 0 and window > 0, got %v, %v, %s", c.budgetRatio, c.budgetFloor, c.budgetWindow))
+	}
+	if c.maxRetryAfter < 0 || c.slowCall < 0 {
+		errs = append(errs, errors.New("breakwater: max Retry-After and slow-call threshold must be >= 0"))
+	}
+	if c.maxKeys < 1 || c.idleTTL <= 0 {
+		errs = append(errs, fmt.Errorf("breakwater: key limits need maxKeys >= 1 and idleTTL > 0, got %d and %s", c.maxKeys, c.idleTTL))
+	}
+	return errors.Join(errs...)
+}
+
+// Breakers returns the transport's breaker registry, for control and reads.
+func (t *Transport) Breakers() *Breakers { return t.breakers }
+
+func (t *Transport) now() int64 { return int64(time.Since(t.start)) }
+
+// call is one RoundTrip's state.
+type call struct {
+	req      *http.Request
+	ctx      context.Context // the call's context (call timeout included)
+	cancel   context.CancelFunc
+	key      string
+	breaker  *Breaker
+	budget   *retryBudget
+	pol      RequestPolicy
+	attempts int
+	prevWait time.Duration
+	sent     bool // the caller's body was handed to the base transport
+}
+
+// RequestPolicy overrides a [Transport]'s settings for one request; attach
+// it to the request's context with [WithRequestPolicy]. Zero fields keep the
+// transport's settings.
+type RequestPolicy struct {
+	// MaxAttempts overrides the attempts per call; 1 disables retries.
+	MaxAttempts int
+	// CallTimeout and AttemptTimeout override the timeouts; a negative
+	// value disables that timeout for this request.
+	CallTimeout, AttemptTimeout time.Duration
+	// Idempotent declares the request safe to repeat whatever its method,
+	// as an Idempotency-Key header would.
+	Idempotent bool
+}
+
+type policyKey struct{}
+
+// WithRequestPolicy returns a context that makes a [Transport] apply p to
+// requests made with it.
+func WithRequestPolicy(ctx context.Context, p RequestPolicy) context.Context {
+	return context.WithValue(ctx, policyKey{}, p)
+}
+
+// policy resolves the settings of one request.
+func (t *Transport) policy(req *http.Request) RequestPolicy {
+	p := RequestPolicy{MaxAttempts: t.cfg.maxAttempts, CallTimeout: t.cfg.callTimeout, AttemptTimeout: t.cfg.attemptTimeout, Idempotent: t.cfg.retryNonIdempotent}
+	o, ok := req.Context().Value(policyKey{}).(RequestPolicy)
+	if !ok {
+		return p
+	}
+	if o.MaxAttempts > 0 {
+		p.MaxAttempts = o.MaxAttempts
+	}
+	if o.CallTimeout != 0 {
+		p.CallTimeout = max(0, o.CallTimeout)
+	}
+	if o.AttemptTimeout != 0 {
+		p.AttemptTimeout = max(0, o.AttemptTimeout)
+	}
+	p.Idempotent = p.Idempotent || o.Idempotent
+	return p
+}
+
+// RoundTrip runs one call through the chain. See [Transport].
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	c := call{req: req, key: t.cfg.key(req), pol: t.policy(req)}
+	c.ctx, c.cancel = withTimeout(req.Context(), c.pol.CallTimeout, ErrCallTimeout)
+	c.breaker = t.breakers.Get(c.key)
+	if t.budgets != nil && c.pol.MaxAttempts > 1 {
+		c.budget = t.budgets.get(c.key)
+		c.budget.deposit(t.now())
+	}
+	if t.cfg.bufferBodies > 0 && hasBody(req) && req.GetBody == nil {
+		c.req = bufferBody(req, t.cfg.bufferBodies)
+	}
+	return t.run(&c)
+}
+
+// run is the retry loop.
+func (t *Transport) run(c *call) (*http.Response, error) {
+	for {
+		c.attempts++
+		resp, err, o, permit, actx, cancelAttempt := t.attempt(c)
+		wait, retry, budgetSpent, stopErr := t.decide(c, resp, err, o)
+		if stopErr != nil {
+			discard(resp)
+			resp, err = nil, stopErr
+		}
+
+		// Charge the breaker: successes and neutral outcomes always, failures
+		// once per call (when giving up), on every attempt when asked, and
+		// always for a half-open probe.
+		if verdict := t.breakers.cfg.judge(o.Category); verdict != failure || !retry || t.cfg.meltPerAttempt || permit.Probe() {
+			permit.Record(o)
+		}
+		if !retry {
+			if resp != nil {
+				track(actx, resp, releaser{cancels: [2]context.CancelFunc{cancelAttempt, c.cancel}, permit: permit})
+				return resp, nil
+			}
+			release(cancelAttempt, c.cancel, permit)
+			return nil, c.fail(err, o, budgetSpent)
+		}
+		discard(resp)
+		release(cancelAttempt, nil, permit)
+		if !sleep(c.ctx, wait) {
+			release(nil, c.cancel, Permit{})
+			return nil, ctxError(c.ctx)
+		}
+		c.prevWait = wait
+	}
+}
+
+func release(attempt, call context.CancelFunc, p Permit) {
+	if attempt != nil {
+		attempt()
+	}
+	if call != nil {
+		call()
+	}
+	p.Release()
+}
+
+// fail builds the error a call returns.
+func (c *call) fail(err error, o Outcome, budget bool) error {
+	if c.attempts == 1 && !budget {
+		return err
+	}
+	return &RetryError{Key: c.key, Attempts: c.attempts, Category: o.Category, Budget: budget, Err: err}
+}
+
+func (c *call) closeBody() {
+	if hasBody(c.req) {
+		_ = c.req.Body.Close()
+	}
+	c.sent = true
+}
+
+// attempt makes one attempt: admission by the breaker, then the base
+// transport under the attempt timeout.
+func (t *Transport) attempt(c *call) (resp *http.Response, err error, o Outcome, permit Permit, actx context.Context, cancel context.CancelFunc) {
+	actx = c.ctx
+	permit, err = c.breaker.Allow()
+	if err != nil {
+		if !c.sent {
+			c.closeBody()
+		}
+		return nil, err, Outcome{Category: Rejected}, Permit{}, actx, nil
+	}
+	areq := c.req
+	if c.attempts > 1 {
+		body, gerr := c.req.GetBody()
+		if gerr != nil {
+			permit.Release()
+			return nil, gerr, Outcome{Category: Rejected}, Permit{}, actx, nil
+		}
+		areq = c.req.WithContext(c.ctx)
+		areq.Body = body
+	}
+	actx, cancel = withTimeout(actx, c.pol.AttemptTimeout, ErrAttemptTimeout)
+	if actx != areq.Context() {
+		areq = areq.WithContext(actx)
+	}
+	var start time.Time
+	if t.cfg.slowCall > 0 {
+		start = time.Now()
+	}
+	c.sent = true
+	resp, err = t.base.RoundTrip(areq)
+	if err != nil {
+		resp = nil
+		err = markTimeout(actx, err)
+	}
+	o = classifySafely(t.cfg.classifier, resp, err)
+	if t.cfg.slowCall > 0 && o.Category == Success && time.Since(start) > t.cfg.slowCall {
+		o.Category = Slow
+	}
+	return resp, err, o, permit, actx, cancel
+}
+
+// decide reports whether to retry after an attempt and how long to wait
+// first; budget reports that the retry budget refused, and a non-nil stop
+// is a RetryIf error that ends the call.
+func (t *Transport) decide(c *call, resp *http.Response, err error, o Outcome) (wait time.Duration, retry, budget bool, stop error) {
+	switch {
+	case o.Category == Rejected || o.Category == Canceled:
+		return 0, false, false, nil
+	case c.ctx.Err() != nil:
+		return 0, false, false, nil
+	}
+	if ok, stop := t.retryable(c, resp, err, o); !ok || stop != nil {
+		return 0, false, false, stop
+	}
+	switch {
+	case c.attempts >= c.pol.MaxAttempts:
+		return 0, false, false, nil
+	case !(c.pol.Idempotent || idempotent(c.req) || o.NotSent):
+		return 0, false, false, nil
+	case hasBody(c.req) && c.req.GetBody == nil:
+		return 0, false, false, nil
+	case o.RetryAfterTooLong:
+		return 0, false, false, nil
+	}
+	wait = t.cfg.backoff(c.attempts, c.prevWait, resp)
+	if o.HasRetryAfter {
+		hint := o.RetryAfter + time.Duration(rand.Float64()*retryAfterJitter*float64(o.RetryAfter))
+		wait = max(wait, hint)
+	}
+	if dl, ok := c.ctx.Deadline(); ok && time.Until(dl) <= wait {
+		return 0, false, false, nil
+	}
+	if c.budget != nil && !c.budget.withdraw(t.now()) {
+		return 0, false, true, nil
+	}
+	return wait, true, false, nil
+}
+
+// retryable asks the user's RetryIf, or else the category. A RetryIf that
+// panics means "do not retry".
+func (t *Transport) retryable(c *call, resp *http.Response, err error, o Outcome) (ok bool, stop error) {
+	if t.cfg.retryIf == nil {
+		return o.Category.Retryable(), nil
+	}
+	defer func() {
+		if recover() != nil {
+			ok, stop = false, nil
+		}
+	}()
+	return t.cfg.retryIf(c.ctx, resp, err)
+}
+
+// bufferBody returns a copy of req whose body is replayable when it fits in
+// limit bytes; a longer body is passed on unchanged and not replayable.
+func bufferBody(req *http.Request, limit int64) *http.Request {
+	buf, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
+	r := req.WithContext(req.Context())
+	if err == nil && int64(len(buf)) <= limit {
+		_ = req.Body.Close()
+		r.Body = io.NopCloser(bytes.NewReader(buf))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
+		r.ContentLength = int64(len(buf))
+		return r
+	}
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(buf), req.Body), req.Body}
+	return r
+}
+
+// worstPlan is an upper bound of the waits one failing call spends between
+// its attempts, bounded by the call timeout.
+func (c *config) worstPlan() time.Duration {
+	var total, prev time.Duration
+	for n := 1; n < c.maxAttempts; n++ {
+		var worst time.Duration
+		for range 64 { // a jittered backoff: take the largest of a few draws
+			worst = max(worst, c.backoff(n, prev, nil))
+		}
+		total += worst
+		prev = worst
+	}
+	if c.callTimeout > 0 {
+		total = min(total, c.callTimeout)
+	}
+	return total
+}
+
+// newSizedBreakers builds the transport's breakers, sizing an automatic
+// Window from the retry plan: twice the time tolerate failing calls take,
+// at least DefaultWindowWithin. An explicit window too narrow to hold the
+// failures of two consecutive calls of one caller is an error: such a
+// breaker could only ever open under concurrent traffic.
+func newSizedBreakers(c config, opts []BreakerOption) (*Breakers, error) {
+	bs, err := NewBreakers(opts...)
+	if err != nil {
+		return nil, err
+	}
+	p := &bs.cfg.policy
+	if p.kind != policyWindow || bs.cfg.mode == ModeDisabled {
+		return bs, nil
+	}
+	plan := c.worstPlan()
+	if bs.cfg.autoWithin {
+		p.within = max(DefaultWindowWithin, 2*plan*time.Duration(max(1, p.tolerate)))
+		return bs, nil
+	}
+	if c.meltPerAttempt || p.tolerate == 0 {
+		return bs, nil
+	}
+	if p.within <= plan {
+		return nil, fmt.Errorf("breakwater: breaker window %s is narrower than one failing call's retry waits (up to %s): one caller's failing calls could never open it; widen it or leave it automatic (Window(%d, 0))", p.within, plan, p.tolerate)
+	}
+	return bs, nil
+}
