@@ -79,20 +79,18 @@ type trackedBody struct {
 
 // releaser is everything one response holds until its body ends.
 type releaser struct {
-	cancels [2]context.CancelFunc // attempt, call
-	permit  Permit
-	slot    func()
+	cancel context.CancelFunc // the attempt's context
+	permit Permit
+	slot   func()
 }
 
 func (r *releaser) empty() bool {
-	return r.cancels[0] == nil && r.cancels[1] == nil && r.permit.lease == 0 && r.slot == nil
+	return r.cancel == nil && r.permit.lease == 0 && r.slot == nil
 }
 
 func (r *releaser) run() {
-	for _, c := range r.cancels {
-		if c != nil {
-			c()
-		}
+	if r.cancel != nil {
+		r.cancel()
 	}
 	r.permit.Release()
 	if r.slot != nil {

@@ -332,8 +332,8 @@ func (t *Transport) now() int64 { return int64(time.Since(t.start)) }
 // call is one RoundTrip's state.
 type call struct {
 	req      *http.Request
-	ctx      context.Context // the call's context (call timeout included)
-	cancel   context.CancelFunc
+	ctx      context.Context // the caller's context
+	deadline time.Time       // the call timeout's deadline; zero without one
 	key      string
 	breaker  *Breaker
 	budget   *retryBudget
@@ -387,8 +387,10 @@ func (t *Transport) policy(req *http.Request) RequestPolicy {
 
 // RoundTrip runs one call through the chain. See [Transport].
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	c := call{req: req, key: t.cfg.key(req), pol: t.policy(req)}
-	c.ctx, c.cancel = withTimeout(req.Context(), c.pol.CallTimeout, ErrCallTimeout)
+	c := call{req: req, ctx: req.Context(), key: t.cfg.key(req), pol: t.policy(req)}
+	if c.pol.CallTimeout > 0 {
+		c.deadline = time.Now().Add(c.pol.CallTimeout)
+	}
 	c.breaker = t.breakers.Get(c.key)
 	if t.budgets != nil && c.pol.MaxAttempts > 1 {
 		c.budget = t.budgets.get(c.key)
@@ -400,11 +402,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.run(&c)
 }
 
-// run is the retry loop.
+// run is the retry loop. The call timeout is a deadline checked between
+// attempts and folded into each attempt's context, so one call costs one
+// timer per attempt.
 func (t *Transport) run(c *call) (*http.Response, error) {
 	for {
 		c.attempts++
-		resp, err, o, permit, actx, cancelAttempt := t.attempt(c)
+		resp, err, o, permit, actx, cancel := t.attempt(c)
 		wait, retry, budgetSpent, stopErr := t.decide(c, resp, err, o)
 		if stopErr != nil {
 			discard(resp)
@@ -414,33 +418,29 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 		// Charge the breaker: successes and neutral outcomes always, failures
 		// once per call (when giving up), on every attempt when asked, and
 		// always for a half-open probe.
-		if verdict := t.breakers.cfg.judge(o.Category); verdict != failure || !retry || t.cfg.meltPerAttempt || permit.Probe() {
+		if t.breakers.cfg.judge(o.Category) != failure || !retry || t.cfg.meltPerAttempt || permit.Probe() {
 			permit.Record(o)
 		}
 		if !retry {
 			if resp != nil {
-				track(actx, resp, releaser{cancels: [2]context.CancelFunc{cancelAttempt, c.cancel}, permit: permit})
+				track(actx, resp, releaser{cancel: cancel, permit: permit})
 				return resp, nil
 			}
-			release(cancelAttempt, c.cancel, permit)
+			release(cancel, permit)
 			return nil, c.fail(err, o, budgetSpent)
 		}
 		discard(resp)
-		release(cancelAttempt, nil, permit)
+		release(cancel, permit)
 		if !sleep(c.ctx, wait) {
-			release(nil, c.cancel, Permit{})
 			return nil, ctxError(c.ctx)
 		}
 		c.prevWait = wait
 	}
 }
 
-func release(attempt, call context.CancelFunc, p Permit) {
-	if attempt != nil {
-		attempt()
-	}
-	if call != nil {
-		call()
+func release(cancel context.CancelFunc, p Permit) {
+	if cancel != nil {
+		cancel()
 	}
 	p.Release()
 }
@@ -460,8 +460,24 @@ func (c *call) closeBody() {
 	c.sent = true
 }
 
+// attemptContext returns the attempt's context: the caller's, bounded by the
+// attempt timeout and the call's deadline, whichever comes first, with the
+// matching cause.
+func (c *call) attemptContext() (context.Context, context.CancelFunc) {
+	dl, cause := c.deadline, ErrCallTimeout
+	if d := c.pol.AttemptTimeout; d > 0 {
+		if a := time.Now().Add(d); dl.IsZero() || a.Before(dl) {
+			dl, cause = a, ErrAttemptTimeout
+		}
+	}
+	if dl.IsZero() {
+		return c.ctx, nil
+	}
+	return context.WithDeadlineCause(c.ctx, dl, cause)
+}
+
 // attempt makes one attempt: admission by the breaker, then the base
-// transport under the attempt timeout.
+// transport under the attempt's context.
 func (t *Transport) attempt(c *call) (resp *http.Response, err error, o Outcome, permit Permit, actx context.Context, cancel context.CancelFunc) {
 	actx = c.ctx
 	permit, err = c.breaker.Allow()
@@ -481,7 +497,7 @@ func (t *Transport) attempt(c *call) (resp *http.Response, err error, o Outcome,
 		areq = c.req.WithContext(c.ctx)
 		areq.Body = body
 	}
-	actx, cancel = withTimeout(actx, c.pol.AttemptTimeout, ErrAttemptTimeout)
+	actx, cancel = c.attemptContext()
 	if actx != areq.Context() {
 		areq = areq.WithContext(actx)
 	}
@@ -502,6 +518,19 @@ func (t *Transport) attempt(c *call) (resp *http.Response, err error, o Outcome,
 	return resp, err, o, permit, actx, cancel
 }
 
+// remaining is the time left before the earlier of the caller's deadline
+// and the call timeout, and whether there is one.
+func (c *call) remaining() (time.Duration, bool) {
+	dl := c.deadline
+	if d, ok := c.ctx.Deadline(); ok && (dl.IsZero() || d.Before(dl)) {
+		dl = d
+	}
+	if dl.IsZero() {
+		return 0, false
+	}
+	return time.Until(dl), true
+}
+
 // decide reports whether to retry after an attempt and how long to wait
 // first; budget reports that the retry budget refused, and a non-nil stop
 // is a RetryIf error that ends the call.
@@ -510,6 +539,10 @@ func (t *Transport) decide(c *call, resp *http.Response, err error, o Outcome) (
 	case o.Category == Rejected || o.Category == Canceled:
 		return 0, false, false, nil
 	case c.ctx.Err() != nil:
+		return 0, false, false, nil
+	}
+	left, bounded := c.remaining()
+	if bounded && left <= 0 {
 		return 0, false, false, nil
 	}
 	if ok, stop := t.retryable(c, resp, err, o); !ok || stop != nil {
@@ -530,7 +563,7 @@ func (t *Transport) decide(c *call, resp *http.Response, err error, o Outcome) (
 		hint := o.RetryAfter + time.Duration(rand.Float64()*retryAfterJitter*float64(o.RetryAfter))
 		wait = max(wait, hint)
 	}
-	if dl, ok := c.ctx.Deadline(); ok && time.Until(dl) <= wait {
+	if bounded && left <= wait {
 		return 0, false, false, nil
 	}
 	if c.budget != nil && !c.budget.withdraw(t.now()) {

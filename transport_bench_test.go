@@ -1,0 +1,63 @@
+package breakwater_test
+
+import (
+	"io"
+	"net/http"
+	"testing"
+
+	bw "github.com/breakwater-go/breakwater"
+)
+
+// cannedOK is an in-memory base transport that answers 200 with a short
+// body and allocates nothing itself beyond the response it must return.
+type cannedOK struct{}
+
+func (cannedOK) RoundTrip(req *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: 200, Body: http.NoBody, Request: req, ProtoMajor: 1, ProtoMinor: 1}, nil
+}
+
+// BenchmarkTransport measures the chain's overhead per call over an
+// in-memory base: bare is the base alone.
+func BenchmarkTransport(b *testing.B) {
+	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/v1/items", nil)
+	cases := []struct {
+		name string
+		opts []bw.Option
+	}{
+		{"default", nil},
+		{"no_timeouts", []bw.Option{bw.WithCallTimeout(0), bw.WithAttemptTimeout(0)}},
+		{"retry_only", []bw.Option{bw.WithCallTimeout(0), bw.WithAttemptTimeout(0), bw.WithBreaker(bw.WithBreakerMode(bw.ModeDisabled))}},
+	}
+	run := func(b *testing.B, rt http.RoundTripper) {
+		b.ReportAllocs()
+		b.Run("serial", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := rt.RoundTrip(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+		b.Run("parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					resp, _ := rt.RoundTrip(req)
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			})
+		})
+	}
+	b.Run("bare", func(b *testing.B) { run(b, cannedOK{}) })
+	for _, tc := range cases {
+		tr, err := bw.NewTransport(append([]bw.Option{bw.WithBase(cannedOK{})}, tc.opts...)...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(tc.name, func(b *testing.B) { run(b, tr) })
+	}
+}
