@@ -488,7 +488,7 @@ func (t *Transport) attempt(c *call) (resp *http.Response, err error, o Outcome,
 		return nil, err, Outcome{Category: Rejected}, Permit{}, actx, nil
 	}
 	areq := c.req
-	if c.attempts > 1 {
+	if c.attempts > 1 && hasBody(c.req) {
 		body, gerr := c.req.GetBody()
 		if gerr != nil {
 			permit.Release()
