@@ -40,6 +40,7 @@ type Transport struct {
 	breakers *Breakers
 	budgets  *keyedMap[*retryBudget]
 	start    time.Time
+	stage    bool // a RetryStage: an inner BreakerStage defers failures to it
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -340,7 +341,8 @@ type call struct {
 	pol      RequestPolicy
 	attempts int
 	prevWait time.Duration
-	sent     bool // the caller's body was handed to the base transport
+	sent     bool      // the caller's body was handed to the base transport
+	melt     *meltSlot // set in a RetryStage
 }
 
 // RequestPolicy overrides a [Transport]'s settings for one request; attach
@@ -399,6 +401,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.cfg.bufferBodies > 0 && hasBody(req) && req.GetBody == nil {
 		c.req = bufferBody(req, t.cfg.bufferBodies)
 	}
+	if t.stage {
+		c.melt = &meltSlot{}
+		c.ctx = context.WithValue(c.ctx, meltKey{}, c.melt)
+		c.req = c.req.WithContext(c.ctx)
+	}
 	return t.run(&c)
 }
 
@@ -417,8 +424,13 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 
 		// Charge the breaker: successes and neutral outcomes always, failures
 		// once per call (when giving up), on every attempt when asked, and
-		// always for a half-open probe.
-		if t.breakers.cfg.judge(o.Category) != failure || !retry || t.cfg.meltPerAttempt || permit.Probe() {
+		// always for a half-open probe. An inner BreakerStage defers its
+		// failures to us the same way.
+		if deferred, ok := c.melt.take(); ok {
+			if !retry || t.cfg.meltPerAttempt {
+				deferred.Record(o)
+			}
+		} else if t.breakers.cfg.judge(o.Category) != failure || !retry || t.cfg.meltPerAttempt || permit.Probe() {
 			permit.Record(o)
 		}
 		if !retry {
