@@ -314,8 +314,11 @@ func untilTime(t time.Time, h http.Header, now time.Time) (time.Duration, bool) 
 //   - one of breakwater's own rejections ([ErrCircuitOpen], [ErrHalfOpenBusy],
 //     [ErrPaused], [ErrRateLimited], [ErrConcurrencyLimit], [ErrRetryBudget]):
 //     Rejected;
-//   - [context.Canceled] or [context.DeadlineExceeded]: Canceled, since a
-//     context that ended without one of our causes is the caller's;
+//   - [context.Canceled], or [context.DeadlineExceeded] itself: Canceled,
+//     since a context that ended without one of our causes is the caller's.
+//     Errors that merely match context.DeadlineExceeded through an Is method,
+//     as net/http's response header timeout and http.Client.Timeout errors
+//     do, are timeouts of the upstream call and fall to the Timeout rule;
 //   - connection setup failures, which provably never reached the server:
 //     NetworkError with [Outcome.NotSent]. These are DNS errors, dial and
 //     proxy-connect errors (timeouts included), connection refused, TLS
@@ -495,14 +498,14 @@ func classifyError(err error) Outcome {
 		errors.Is(err, ErrPaused), errors.Is(err, ErrRateLimited),
 		errors.Is(err, ErrConcurrencyLimit), errors.Is(err, ErrRetryBudget):
 		return Outcome{Category: Rejected}
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.Canceled), anyInChain(err, isDeadlineExceeded):
 		return Outcome{Category: Canceled}
 	case notSent(err):
 		return Outcome{Category: NetworkError, NotSent: true}
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
 		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return Outcome{Category: NetworkError}
-	case isTimeout(err):
+	case anyInChain(err, isTimeout):
 		return Outcome{Category: Timeout}
 	}
 	return Outcome{Category: NetworkError}
@@ -577,12 +580,26 @@ var notSentMessages = [...]string{
 	"http2: client conn not usable",
 }
 
-// isTimeout reports whether err or anything it wraps has a Timeout() bool
-// method that reports true. errors.As is not enough: it stops at the first
-// match, and *url.Error has a Timeout method that looks only one level down.
+// isDeadlineExceeded reports whether err is context.DeadlineExceeded itself.
+// errors.Is is too broad here: net/http's own timeouts (the response header
+// timeout, http.Client.Timeout) have an Is method that matches
+// context.DeadlineExceeded, and they are timeouts of the upstream call, not
+// the caller's context ending.
+func isDeadlineExceeded(err error) bool { return err == context.DeadlineExceeded }
+
+// isTimeout reports whether err has a Timeout() bool method that reports true.
 func isTimeout(err error) bool {
+	t, ok := err.(interface{ Timeout() bool })
+	return ok && t.Timeout()
+}
+
+// anyInChain reports whether f holds for err or anything err wraps, walking
+// the tree as errors.Is does. errors.As is not enough for timeouts: it stops
+// at the first match, and *url.Error has a Timeout method that looks only one
+// level down.
+func anyInChain(err error, f func(error) bool) bool {
 	for err != nil {
-		if t, ok := err.(interface{ Timeout() bool }); ok && t.Timeout() {
+		if f(err) {
 			return true
 		}
 		switch u := err.(type) {
@@ -590,7 +607,7 @@ func isTimeout(err error) bool {
 			err = u.Unwrap()
 		case interface{ Unwrap() []error }:
 			for _, e := range u.Unwrap() {
-				if isTimeout(e) {
+				if anyInChain(e, f) {
 					return true
 				}
 			}
