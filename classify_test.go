@@ -369,7 +369,11 @@ func TestClassifyError(t *testing.T) {
 		{"dial", urlErr(dial(errors.New("no route to host"))), notSent},
 		{"dial_timeout", urlErr(dial(errTimeoutish{})), notSent},
 		{"proxyconnect", urlErr(&net.OpError{Op: "proxyconnect", Net: "tcp", Err: io.EOF}), notSent},
-		{"tls_remote_alert", urlErr(&net.OpError{Op: "remote error", Err: errors.New("tls: bad certificate")}), notSent},
+		{"tls_remote_handshake_alert", urlErr(&net.OpError{Op: "remote error", Err: errors.New("tls: bad certificate")}), notSent},
+		{"tls_remote_certificate_required", &net.OpError{Op: "remote error", Err: tls.AlertError(116)}, notSent},
+		{"tls_remote_other_alert", urlErr(&net.OpError{Op: "remote error", Err: errors.New("tls: bad record MAC")}), network},
+		{"tls_remote_nil", &net.OpError{Op: "remote error"}, network},
+		{"error_method_panics", urlErr(&net.OpError{Op: "read"}), network},
 		{"refused_bare", syscall.ECONNREFUSED, notSent},
 		{"refused_syscall_error", urlErr(os.NewSyscallError("connect", syscall.ECONNREFUSED)), notSent},
 		{"scheme_mismatch", urlErr(http.ErrSchemeMismatch), notSent},
@@ -813,6 +817,7 @@ func TestClassifyRealErrors(t *testing.T) {
 		tr := srv.Client().Transport.(*http.Transport)
 		defer tr.CloseIdleConnections()
 		_, err := get(t.Context(), t, tr, srv.URL)
+		t.Logf("round-trip error: %v", err)
 		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.NetworkError, NotSent: true})
 	})
 
