@@ -108,6 +108,10 @@ func TestAttemptTimeoutCause(t *testing.T) {
 				default:
 				}
 				<-r.Context().Done()
+				// Abort without a response: over TLS the client sends close_notify
+				// before it closes the socket, and a response written in between
+				// would win the race against the transport's cancellation.
+				panic(http.ErrAbortHandler)
 			}))
 			srv.EnableHTTP2 = h2
 			srv.StartTLS()

@@ -662,6 +662,10 @@ func hangingServer(t *testing.T, tls, h2 bool) (srv *httptest.Server, arrived <-
 		default:
 		}
 		<-r.Context().Done()
+		// Abort without a response: over TLS the client sends close_notify
+		// before it closes the socket, and a response written in between
+		// would win the race against the transport's cancellation.
+		panic(http.ErrAbortHandler)
 	}))
 	srv.EnableHTTP2 = h2
 	if tls {
@@ -878,7 +882,7 @@ func TestClassifyRealErrors(t *testing.T) {
 		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.Timeout})
 	})
 
-	t.Run("attempt_timeout_during_dial_wait", func(t *testing.T) {
+	t.Run("call_timeout_unaccepted_connection", func(t *testing.T) {
 		// A listener that never accepts: the TCP handshake completes in the
 		// kernel's backlog, and the HTTP/1 request then waits for headers.
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
