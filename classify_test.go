@@ -651,35 +651,28 @@ func newTransport(t *testing.T) *http.Transport {
 	return tr
 }
 
-// hangingServer starts a server whose handler announces each request on
-// arrived and then blocks until the request's context ends.
-func hangingServer(t *testing.T, tls, h2 bool) (srv *httptest.Server, arrived <-chan struct{}) {
+// hangingServer starts an HTTP/1 server whose handler announces each
+// request on arrived and then blocks until the request's context ends.
+func hangingServer(t *testing.T) (srv *httptest.Server, arrived <-chan struct{}) {
 	t.Helper()
 	ch := make(chan struct{}, 1)
-	srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case ch <- struct{}{}:
 		default:
 		}
 		<-r.Context().Done()
-		// Abort without a response: over TLS the client sends close_notify
-		// before it closes the socket, and a response written in between
-		// would win the race against the transport's cancellation.
+		// Abort without a response, so that a late answer can never race
+		// the transport's cancellation.
 		panic(http.ErrAbortHandler)
 	}))
-	srv.EnableHTTP2 = h2
-	if tls {
-		srv.StartTLS()
-	} else {
-		srv.Start()
-	}
 	t.Cleanup(srv.Close)
 	return srv, ch
 }
 
-func get(ctx context.Context, t *testing.T, rt http.RoundTripper, url string) (*http.Response, error) {
+func get(ctx context.Context, t *testing.T, rt http.RoundTripper, target string) (*http.Response, error) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -838,7 +831,7 @@ func TestClassifyRealErrors(t *testing.T) {
 	})
 
 	t.Run("response_header_timeout", func(t *testing.T) {
-		srv, _ := hangingServer(t, false, false)
+		srv, _ := hangingServer(t)
 		tr := newTransport(t)
 		tr.ResponseHeaderTimeout = 10 * time.Millisecond
 		_, err := get(t.Context(), t, tr, srv.URL)
@@ -846,14 +839,14 @@ func TestClassifyRealErrors(t *testing.T) {
 	})
 
 	t.Run("client_timeout", func(t *testing.T) {
-		srv, _ := hangingServer(t, false, false)
+		srv, _ := hangingServer(t)
 		c := &http.Client{Transport: newTransport(t), Timeout: 10 * time.Millisecond}
 		_, err := c.Get(srv.URL)
 		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.Timeout})
 	})
 
 	t.Run("caller_cancel", func(t *testing.T) {
-		srv, arrived := hangingServer(t, false, false)
+		srv, arrived := hangingServer(t)
 		ctx, cancel := context.WithCancel(t.Context())
 		go func() {
 			<-arrived
@@ -864,7 +857,7 @@ func TestClassifyRealErrors(t *testing.T) {
 	})
 
 	t.Run("caller_deadline", func(t *testing.T) {
-		srv, _ := hangingServer(t, false, false)
+		srv, _ := hangingServer(t)
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
 		defer cancel()
 		_, err := get(ctx, t, newTransport(t), srv.URL)
@@ -874,7 +867,7 @@ func TestClassifyRealErrors(t *testing.T) {
 	// net/http's HTTP/1 transport returns context.Cause: the attempt
 	// timeout's cause reaches the classifier without help.
 	t.Run("attempt_timeout_http1", func(t *testing.T) {
-		srv, _ := hangingServer(t, false, false)
+		srv, _ := hangingServer(t)
 		ctx, cancel := context.WithTimeoutCause(t.Context(), 10*time.Millisecond, breakwater.ErrAttemptTimeout)
 		defer cancel()
 		_, err := get(ctx, t, newTransport(t), srv.URL)
