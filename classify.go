@@ -309,7 +309,8 @@ func untilTime(t time.Time, h http.Header, now time.Time) (time.Duration, bool) 
 // a delta-seconds one.
 //
 // An error is classified, in this order, with [errors.Is] and [errors.As]
-// (so wrappers such as *url.Error are seen through):
+// (so wrappers such as *url.Error are seen through) and, only where net/http
+// exports no type, by its text:
 //
 //   - [ErrAttemptTimeout] or [ErrCallTimeout]: Timeout;
 //   - one of breakwater's own rejections ([ErrCircuitOpen], [ErrHalfOpenBusy],
@@ -320,8 +321,8 @@ func untilTime(t time.Time, h http.Header, now time.Time) (time.Duration, bool) 
 //     Errors that merely match context.DeadlineExceeded through an Is method,
 //     as net/http's response header timeout and http.Client.Timeout errors
 //     do, are timeouts of the upstream call and fall to the Timeout rule
-//     below. (Inside a RoundTripper, http.Client.Timeout shows up as the
-//     request context's plain deadline: Canceled.);
+//     below. Inside a RoundTripper, though, http.Client.Timeout shows up as
+//     the request context's plain deadline, and so as Canceled;
 //   - connection setup failures, which provably never reached the server:
 //     NetworkError with [Outcome.NotSent]. These are DNS errors, dial and
 //     proxy-connect errors (timeouts included), connection refused, TLS
