@@ -179,7 +179,8 @@ const (
 // When h holds several Retry-After field lines, only the first one counts.
 // Negative, fractional, empty and malformed values are absent (ok is false),
 // and so is any delay longer than 100 years, including values that would
-// overflow a [time.Duration]. When ok is true, d is never negative.
+// overflow a [time.Duration]. When ok is true, d is never negative; when it
+// is false, d is zero.
 //
 // ParseRetryAfter never panics and does not allocate for delta-seconds.
 func ParseRetryAfter(h http.Header, now time.Time) (d time.Duration, ok bool) {
@@ -285,41 +286,48 @@ func untilTime(t time.Time, h http.Header, now time.Time) (time.Duration, bool) 
 
 // Classify is the default [Classifier], with [DefaultMaxRetryAfter] as the
 // longest acceptable hint. It never reads or closes resp.Body and never
-// panics. When err is non-nil it decides alone, whatever resp is.
+// panics, even when err's own methods do. When err is non-nil it decides alone, whatever resp is.
 //
 // A response is classified by status code:
 //
-//	1xx, 2xx, 3xx             Success
-//	401, 403, 407             AuthError
-//	408, 504                  Timeout
-//	429                       Throttled
-//	503 with a usable hint    Throttled
-//	501, 505                  Unsupported
-//	500, 502, 503, other 5xx  ServerError
-//	other 4xx                 ClientError
-//	anything else (< 100, > 599)  ServerError: the upstream broke the protocol
+//	1xx, 2xx, 3xx                 Success
+//	401, 403, 407                 AuthError
+//	408, 504                      Timeout
+//	429                           Throttled
+//	503 with a usable hint        Throttled
+//	501, 505                      Unsupported
+//	500, 502, 503, other 5xx      ServerError
+//	other 4xx                     ClientError
+//	anything below 100 or >= 600  ServerError (the upstream broke the protocol)
 //
 // The Retry-After field (see [ParseRetryAfter]) is read only for 408, 429 and
-// 5xx; on a 429 without one, RateLimit-Reset and then X-RateLimit-Reset are
-// read as well (delta-seconds, or a Unix timestamp in seconds when the number
+// 5xx; on a 429 without a usable one, RateLimit-Reset and then
+// X-RateLimit-Reset are read as well (delta-seconds, or a Unix timestamp in seconds when the number
 // is above 1e9). A usable hint sets [Outcome.HasRetryAfter] and
 // [Outcome.RetryAfter], and [Outcome.RetryAfterTooLong] when it exceeds the
 // maximum. Classify does not allocate for a response without a hint or with
 // a delta-seconds one.
 //
 // An error is classified, in this order, with [errors.Is] and [errors.As]
-// (so wrappers such as *url.Error are seen through):
+// (so wrappers such as *url.Error are seen through) and, only where net/http
+// exports no type, by its text:
 //
 //   - [ErrAttemptTimeout] or [ErrCallTimeout]: Timeout;
 //   - one of breakwater's own rejections ([ErrCircuitOpen], [ErrHalfOpenBusy],
 //     [ErrPaused], [ErrRateLimited], [ErrConcurrencyLimit], [ErrRetryBudget]):
 //     Rejected;
-//   - [context.Canceled] or [context.DeadlineExceeded]: Canceled, since a
-//     context that ended without one of our causes is the caller's;
+//   - [context.Canceled], or [context.DeadlineExceeded] itself: Canceled,
+//     since a context that ended without one of our causes is the caller's.
+//     Errors that merely match context.DeadlineExceeded through an Is method,
+//     as net/http's response header timeout and http.Client.Timeout errors
+//     do, are timeouts of the upstream call and fall to the Timeout rule
+//     below. Inside a RoundTripper, though, http.Client.Timeout shows up as
+//     the request context's plain deadline, and so as Canceled;
 //   - connection setup failures, which provably never reached the server:
 //     NetworkError with [Outcome.NotSent]. These are DNS errors, dial and
 //     proxy-connect errors (timeouts included), connection refused, TLS
-//     handshake, certificate and alert errors, [http.ErrSchemeMismatch], the
+//     handshake and certificate errors, handshake alerts from the server
+//     (such as a rejected client certificate), [http.ErrSchemeMismatch], the
 //     TLS handshake timeout, and HTTP/2 streams the server refused
 //     (REFUSED_STREAM) or left unprocessed before a GOAWAY;
 //   - any other error with a Timeout() bool method that reports true, such
@@ -332,10 +340,12 @@ func untilTime(t time.Time, h http.Header, now time.Time) (time.Duration, bool) 
 // Both resp and err nil breaks the [http.RoundTripper] contract and is a
 // NetworkError.
 //
-// A transport returns the context's cause, not ctx.Err(), only on some
-// paths: net/http's HTTP/1 transport returns [context.Cause], while its
-// HTTP/2 transport returns ctx.Err(). A stage that owns a context with a cause
-// should pass its error through withContextCause before classifying it.
+// Only the error tells our timeouts from the caller's, and transports do
+// not all keep a context's cause: net/http's HTTP/1 transport returns
+// [context.Cause], its HTTP/2 transport returns ctx.Err(), a plain
+// context.DeadlineExceeded. breakwater's stages make such an error match the
+// cause of the context they own before classifying it; a custom stage that
+// ends an attempt with a cause should do the same.
 func Classify(resp *http.Response, err error) Outcome {
 	return classify(resp, err, DefaultMaxRetryAfter)
 }
@@ -487,7 +497,15 @@ func classifyResponse(resp *http.Response, maxRetryAfter time.Duration) Outcome 
 	return o
 }
 
-func classifyError(err error) Outcome {
+func classifyError(err error) (o Outcome) {
+	// err's own methods (Error, Is, Unwrap, Timeout) may panic: a
+	// *net.OpError with a nil Err does in Error. Such an error is still a
+	// failure to talk to the upstream.
+	defer func() {
+		if recover() != nil {
+			o = Outcome{Category: NetworkError}
+		}
+	}()
 	switch {
 	case errors.Is(err, ErrAttemptTimeout), errors.Is(err, ErrCallTimeout):
 		return Outcome{Category: Timeout}
@@ -495,14 +513,14 @@ func classifyError(err error) Outcome {
 		errors.Is(err, ErrPaused), errors.Is(err, ErrRateLimited),
 		errors.Is(err, ErrConcurrencyLimit), errors.Is(err, ErrRetryBudget):
 		return Outcome{Category: Rejected}
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.Canceled), anyInChain(err, isDeadlineExceeded):
 		return Outcome{Category: Canceled}
 	case notSent(err):
 		return Outcome{Category: NetworkError, NotSent: true}
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
 		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return Outcome{Category: NetworkError}
-	case isTimeout(err):
+	case anyInChain(err, isTimeout):
 		return Outcome{Category: Timeout}
 	}
 	return Outcome{Category: NetworkError}
@@ -539,10 +557,19 @@ func notSent(err error) bool {
 			// Connecting to the server or to the proxy in front of it.
 			return true
 		case "remote error":
-			// crypto/tls reports an alert from the server this way: the
-			// server's TLS layer refused the connection (a handshake or
-			// client certificate failure), so no handler saw the request.
-			return true
+			// crypto/tls reports an alert from the server this way, with the
+			// alert as an unexported type. Only alerts that end a handshake
+			// prove that no handler saw the request; with TLS 1.3 a
+			// rejected client certificate arrives after the client has
+			// written its request, but the server never read it.
+			if opErr.Err != nil {
+				text := opErr.Err.Error()
+				for _, a := range handshakeAlerts {
+					if text == a.Error() {
+						return true
+					}
+				}
+			}
 		}
 	}
 	// net/http gives nothing typed for these: the TLS handshake timeout is an
@@ -556,6 +583,29 @@ func notSent(err error) bool {
 		}
 	}
 	return false
+}
+
+// handshakeAlerts are the TLS alerts (RFC 8446 section 6.2) that a server
+// sends only while negotiating or authenticating a connection, before it
+// reads any application data.
+var handshakeAlerts = [...]tls.AlertError{
+	40,  // handshake_failure
+	42,  // bad_certificate
+	43,  // unsupported_certificate
+	44,  // certificate_revoked
+	45,  // certificate_expired
+	46,  // certificate_unknown
+	48,  // unknown_ca
+	49,  // access_denied
+	70,  // protocol_version
+	71,  // insufficient_security
+	86,  // inappropriate_fallback
+	110, // unsupported_extension
+	112, // unrecognized_name
+	113, // bad_certificate_status_response
+	116, // certificate_required
+	120, // no_application_protocol
+	121, // ech_required
 }
 
 // notSentMessages are error texts of net/http (and golang.org/x/net/http2)
@@ -577,12 +627,26 @@ var notSentMessages = [...]string{
 	"http2: client conn not usable",
 }
 
-// isTimeout reports whether err or anything it wraps has a Timeout() bool
-// method that reports true. errors.As is not enough: it stops at the first
-// match, and *url.Error has a Timeout method that looks only one level down.
+// isDeadlineExceeded reports whether err is context.DeadlineExceeded itself.
+// errors.Is is too broad here: net/http's own timeouts (the response header
+// timeout, http.Client.Timeout) have an Is method that matches
+// context.DeadlineExceeded, and they are timeouts of the upstream call, not
+// the caller's context ending.
+func isDeadlineExceeded(err error) bool { return err == context.DeadlineExceeded }
+
+// isTimeout reports whether err has a Timeout() bool method that reports true.
 func isTimeout(err error) bool {
+	t, ok := err.(interface{ Timeout() bool })
+	return ok && t.Timeout()
+}
+
+// anyInChain reports whether f holds for err or anything err wraps, walking
+// the tree as errors.Is does. errors.As is not enough for timeouts: it stops
+// at the first match, and *url.Error has a Timeout method that looks only one
+// level down.
+func anyInChain(err error, f func(error) bool) bool {
 	for err != nil {
-		if t, ok := err.(interface{ Timeout() bool }); ok && t.Timeout() {
+		if f(err) {
 			return true
 		}
 		switch u := err.(type) {
@@ -590,7 +654,7 @@ func isTimeout(err error) bool {
 			err = u.Unwrap()
 		case interface{ Unwrap() []error }:
 			for _, e := range u.Unwrap() {
-				if isTimeout(e) {
+				if anyInChain(e, f) {
 					return true
 				}
 			}

@@ -1,14 +1,17 @@
 package breakwater_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"strconv"
@@ -366,7 +369,11 @@ func TestClassifyError(t *testing.T) {
 		{"dial", urlErr(dial(errors.New("no route to host"))), notSent},
 		{"dial_timeout", urlErr(dial(errTimeoutish{})), notSent},
 		{"proxyconnect", urlErr(&net.OpError{Op: "proxyconnect", Net: "tcp", Err: io.EOF}), notSent},
-		{"tls_remote_alert", urlErr(&net.OpError{Op: "remote error", Err: errors.New("tls: bad certificate")}), notSent},
+		{"tls_remote_handshake_alert", urlErr(&net.OpError{Op: "remote error", Err: errors.New("tls: bad certificate")}), notSent},
+		{"tls_remote_certificate_required", &net.OpError{Op: "remote error", Err: tls.AlertError(116)}, notSent},
+		{"tls_remote_other_alert", urlErr(&net.OpError{Op: "remote error", Err: errors.New("tls: bad record MAC")}), network},
+		{"tls_remote_nil", &net.OpError{Op: "remote error"}, network},
+		{"error_method_panics", urlErr(&net.OpError{Op: "read"}), network},
 		{"refused_bare", syscall.ECONNREFUSED, notSent},
 		{"refused_syscall_error", urlErr(os.NewSyscallError("connect", syscall.ECONNREFUSED)), notSent},
 		{"scheme_mismatch", urlErr(http.ErrSchemeMismatch), notSent},
@@ -392,6 +399,8 @@ func TestClassifyError(t *testing.T) {
 		{"eof", urlErr(io.EOF), network},
 		{"connection_broken", fmt.Errorf("net/http: HTTP/1.x transport connection broken: %w", io.ErrUnexpectedEOF), network},
 		{"response_header_timeout", urlErr(&timeoutMsg{"net/http: timeout awaiting response headers"}), timeout},
+		{"timeout_matching_deadline_exceeded", urlErr(httpTimeout{}), timeout},
+		{"deadline_exceeded_beside_timeout", errors.Join(httpTimeout{}, context.DeadlineExceeded), canceled},
 		{"read_timeout", urlErr(read(os.ErrDeadlineExceeded)), timeout},
 		{"timeout_below_plain_wrapper", urlErr(fmt.Errorf("reading: %w", errTimeoutish{})), timeout},
 		{"timeout_in_join", errors.Join(errors.New("x"), errTimeoutish{}), timeout},
@@ -419,6 +428,14 @@ func TestClassifyError(t *testing.T) {
 		}
 	})
 }
+
+// httpTimeout mimics net/http's timeoutError, which matches
+// context.DeadlineExceeded with errors.Is.
+type httpTimeout struct{}
+
+func (httpTimeout) Error() string        { return "net/http: timeout awaiting response headers" }
+func (httpTimeout) Timeout() bool        { return true }
+func (httpTimeout) Is(target error) bool { return target == context.DeadlineExceeded }
 
 // timeoutMsg mimics net/http's unexported timeout errors.
 type timeoutMsg struct{ msg string }
@@ -566,10 +583,28 @@ func FuzzClassify(f *testing.F) {
 		{0, "", "", "", ""}, {-1, "1", "", "", ""}, {600, "1", "", "", ""}, {1 << 40, "", "", "", ""},
 	}
 	for _, s := range seeds {
-		f.Add(s.status, s.retryAfter, s.date, s.rl, s.xrl)
+		f.Add(s.status, s.retryAfter, s.date, s.rl, s.xrl, "")
+	}
+	for _, msg := range []string{
+		"stream error: stream ID 3; REFUSED_STREAM",
+		"http2: server sent GOAWAY and closed the connection",
+		"net/http: TLS handshake timeout",
+		"read: connection reset by peer",
+	} {
+		f.Add(200, "", "", "", "", msg)
 	}
 	short := breakwater.NewClassifier(time.Second)
-	f.Fuzz(func(t *testing.T, status int, retryAfter, date, rl, xrl string) {
+	f.Fuzz(func(t *testing.T, status int, retryAfter, date, rl, xrl, errMsg string) {
+		if errMsg != "" {
+			err := fmt.Errorf("round trip: %w", errors.New(errMsg))
+			o := breakwater.Classify(nil, err)
+			if o.Category.String() == "unknown" || o.Status != 0 || o.HasRetryAfter {
+				t.Errorf("Classify(nil, %q) = %+v", errMsg, o)
+			}
+			if o.Category != breakwater.NetworkError {
+				t.Errorf("Classify(nil, %q) = %v; an unknown error is a network error", errMsg, o.Category)
+			}
+		}
 		h := http.Header{}
 		for k, v := range map[string]string{"Retry-After": retryAfter, "Date": date, "RateLimit-Reset": rl, "X-RateLimit-Reset": xrl} {
 			if v != "" {
@@ -595,14 +630,338 @@ func FuzzClassify(f *testing.F) {
 			t.Errorf("status %d read a hint: %+v", status, o)
 		}
 		o2 := short(resp, nil)
-		if o2.Category != o.Category || o2.RetryAfter != o.RetryAfter || o2.HasRetryAfter != o.HasRetryAfter {
+		// Dates and epoch resets without a usable Date field are measured
+		// against the local clock, which moves between the two calls.
+		drift := o2.RetryAfter - o.RetryAfter
+		if o2.Category != o.Category || o2.HasRetryAfter != o.HasRetryAfter || drift > time.Second || drift < -time.Second {
 			t.Errorf("NewClassifier(1s) = %+v, Classify = %+v: only RetryAfterTooLong may differ", o2, o)
 		}
-		if o2.RetryAfterTooLong != (o.HasRetryAfter && o.RetryAfter > time.Second) {
+		if o2.RetryAfterTooLong != (o2.HasRetryAfter && o2.RetryAfter > time.Second) {
 			t.Errorf("NewClassifier(1s) = %+v: wrong RetryAfterTooLong", o2)
 		}
 	})
 }
+
+// newTransport returns a private transport whose connections are closed
+// when the test ends, so that goleak sees no persistConn goroutines.
+func newTransport(t *testing.T) *http.Transport {
+	t.Helper()
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return tr
+}
+
+// hangingServer starts an HTTP/1 server whose handler announces each
+// request on arrived and then blocks until the request's context ends.
+func hangingServer(t *testing.T) (srv *httptest.Server, arrived <-chan struct{}) {
+	t.Helper()
+	ch := make(chan struct{}, 1)
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+		<-r.Context().Done()
+		// Abort without a response, so that a late answer can never race
+		// the transport's cancellation.
+		panic(http.ErrAbortHandler)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, ch
+}
+
+func get(ctx context.Context, t *testing.T, rt http.RoundTripper, target string) (*http.Response, error) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return (&http.Client{Transport: rt}).Do(req)
+}
+
+func wantOutcome(t *testing.T, err error, want breakwater.Outcome) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("got no error, want one classified as %+v", want)
+	}
+	if got := breakwater.Classify(nil, err); got != want {
+		t.Errorf("Classify(%v) [%T] = %+v, want %+v", err, err, got, want)
+	}
+}
+
+func TestClassifyRealErrors(t *testing.T) {
+	t.Run("dial_refused", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		_, err = get(t.Context(), t, newTransport(t), "http://"+addr+"/")
+		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.NetworkError, NotSent: true})
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("error %v is not ECONNREFUSED", err)
+		}
+	})
+
+	t.Run("reset_mid_body", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		gotHeaders := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\npartial")
+			<-gotHeaders
+			// Close with linger 0: the kernel sends RST instead of FIN.
+			c.(*net.TCPConn).SetLinger(0)
+		}()
+		defer func() { <-done }()
+
+		resp, err := get(t.Context(), t, newTransport(t), "http://"+ln.Addr().String()+"/")
+		close(gotHeaders)
+		if err != nil {
+			t.Fatalf("round trip: %v", err)
+		}
+		if got := breakwater.Classify(resp, nil); got.Category != breakwater.Success {
+			t.Errorf("headers classified as %+v", got)
+		}
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Logf("body read error: %v (reset: %v)", err, errors.Is(err, syscall.ECONNRESET))
+		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.NetworkError})
+	})
+
+	t.Run("reset_before_headers", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+				c.(*net.TCPConn).SetLinger(0)
+			}
+			c.Close()
+		}()
+		defer func() { <-done }()
+		_, err = get(t.Context(), t, newTransport(t), "http://"+ln.Addr().String()+"/")
+		t.Logf("round-trip error: %v", err)
+		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.NetworkError})
+	})
+
+	t.Run("dns_nxdomain", func(t *testing.T) {
+		dns := startNXDomainServer(t)
+		_, err := get(t.Context(), t, resolvingTransport(t, dns), "http://nonexistent.invalid/")
+		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.NetworkError, NotSent: true})
+		var dnsErr *net.DNSError
+		if !errors.As(err, &dnsErr) || !dnsErr.IsNotFound {
+			t.Errorf("error %v is not a not-found *net.DNSError", err)
+		}
+	})
+
+	t.Run("dns_resolver_unreachable", func(t *testing.T) {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		closed := pc.LocalAddr().String()
+		pc.Close()
+		_, err = get(t.Context(), t, resolvingTransport(t, closed), "http://nonexistent.invalid/")
+		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.NetworkError, NotSent: true})
+		var dnsErr *net.DNSError
+		if !errors.As(err, &dnsErr) {
+			t.Errorf("error %v is not a *net.DNSError", err)
+		}
+	})
+
+	t.Run("tls_unknown_authority", func(t *testing.T) {
+		srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+		srv.Config.ErrorLog = discardLog()
+		srv.StartTLS()
+		defer srv.Close()
+		_, err := get(t.Context(), t, newTransport(t), srv.URL)
+		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.NetworkError, NotSent: true})
+		var verifyErr *tls.CertificateVerificationError
+		if !errors.As(err, &verifyErr) {
+			t.Errorf("error %v is not a *tls.CertificateVerificationError", err)
+		}
+	})
+
+	t.Run("tls_client_certificate_required", func(t *testing.T) {
+		srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+		srv.TLS = &tls.Config{ClientAuth: tls.RequireAnyClientCert}
+		srv.Config.ErrorLog = discardLog()
+		srv.StartTLS()
+		defer srv.Close()
+		tr := srv.Client().Transport.(*http.Transport)
+		defer tr.CloseIdleConnections()
+		_, err := get(t.Context(), t, tr, srv.URL)
+		t.Logf("round-trip error: %v", err)
+		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.NetworkError, NotSent: true})
+	})
+
+	t.Run("https_to_http_server", func(t *testing.T) {
+		srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+		srv.Config.ErrorLog = discardLog()
+		srv.Start()
+		defer srv.Close()
+		_, err := get(t.Context(), t, newTransport(t), "https://"+srv.Listener.Addr().String()+"/")
+		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.NetworkError, NotSent: true})
+		if !errors.Is(err, http.ErrSchemeMismatch) {
+			t.Errorf("error %v is not http.ErrSchemeMismatch", err)
+		}
+	})
+
+	t.Run("response_header_timeout", func(t *testing.T) {
+		srv, _ := hangingServer(t)
+		tr := newTransport(t)
+		tr.ResponseHeaderTimeout = 10 * time.Millisecond
+		_, err := get(t.Context(), t, tr, srv.URL)
+		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.Timeout})
+	})
+
+	t.Run("client_timeout", func(t *testing.T) {
+		srv, _ := hangingServer(t)
+		c := &http.Client{Transport: newTransport(t), Timeout: 10 * time.Millisecond}
+		_, err := c.Get(srv.URL)
+		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.Timeout})
+	})
+
+	t.Run("caller_cancel", func(t *testing.T) {
+		srv, arrived := hangingServer(t)
+		ctx, cancel := context.WithCancel(t.Context())
+		go func() {
+			<-arrived
+			cancel()
+		}()
+		_, err := get(ctx, t, newTransport(t), srv.URL)
+		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.Canceled})
+	})
+
+	t.Run("caller_deadline", func(t *testing.T) {
+		srv, _ := hangingServer(t)
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
+		defer cancel()
+		_, err := get(ctx, t, newTransport(t), srv.URL)
+		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.Canceled})
+	})
+
+	// net/http's HTTP/1 transport returns context.Cause: the attempt
+	// timeout's cause reaches the classifier without help.
+	t.Run("attempt_timeout_http1", func(t *testing.T) {
+		srv, _ := hangingServer(t)
+		ctx, cancel := context.WithTimeoutCause(t.Context(), 10*time.Millisecond, breakwater.ErrAttemptTimeout)
+		defer cancel()
+		_, err := get(ctx, t, newTransport(t), srv.URL)
+		t.Logf("HTTP/1 round-trip error: %v", err)
+		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.Timeout})
+	})
+
+	t.Run("call_timeout_unaccepted_connection", func(t *testing.T) {
+		// A listener that never accepts: the TCP handshake completes in the
+		// kernel's backlog, and the HTTP/1 request then waits for headers.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		ctx, cancel := context.WithTimeoutCause(t.Context(), 10*time.Millisecond, breakwater.ErrCallTimeout)
+		defer cancel()
+		_, err = get(ctx, t, newTransport(t), "http://"+ln.Addr().String()+"/")
+		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.Timeout})
+	})
+}
+
+// resolvingTransport returns a transport that resolves names with the Go
+// resolver against the DNS server at addr (over UDP) only.
+func resolvingTransport(t *testing.T, addr string) *http.Transport {
+	t.Helper()
+	r := &net.Resolver{
+		PreferGo: true,
+		Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "udp", addr)
+		},
+	}
+	tr := newTransport(t)
+	tr.DialContext = (&net.Dialer{Resolver: r}).DialContext
+	return tr
+}
+
+// startNXDomainServer starts a DNS server on a loopback UDP socket that
+// answers every query with NXDOMAIN, as any resolver does for .invalid names
+// (RFC 6761). The Go resolver sends .invalid queries to the network like any
+// other name, so the test brings its own server.
+func startNXDomainServer(t *testing.T) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 1500)
+		for {
+			n, addr, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			if resp := nxdomain(buf[:n]); resp != nil {
+				pc.WriteTo(resp, addr)
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		pc.Close()
+		<-done
+	})
+	return pc.LocalAddr().String()
+}
+
+// nxdomain builds the NXDOMAIN answer to a one-question DNS query, or returns
+// nil for anything else.
+func nxdomain(q []byte) []byte {
+	if len(q) < 12 || q[4] != 0 || q[5] != 1 {
+		return nil
+	}
+	i := 12
+	for i < len(q) && q[i] != 0 {
+		if q[i]&0xc0 != 0 {
+			return nil
+		}
+		i += int(q[i]) + 1
+	}
+	end := i + 1 + 4 // the root label, QTYPE, QCLASS
+	if end > len(q) {
+		return nil
+	}
+	resp := append([]byte(nil), q[:end]...)
+	resp[2] = 0x80 | q[2]&0x79 // QR, the query's opcode and RD
+	resp[3] = 0x80 | 3         // RA, RCODE 3 (NXDOMAIN)
+	clear(resp[6:12])          // no answer, authority or additional records
+	return resp
+}
+
+func discardLog() *log.Logger { return log.New(io.Discard, "", 0) }
 
 var sink breakwater.Outcome
 
