@@ -417,33 +417,6 @@ func classifySafely(c Classifier, resp *http.Response, err error) (o Outcome) {
 	return o
 }
 
-// withContextCause makes err match the cause of ctx. Transports return
-// ctx.Err() on some paths (net/http's HTTP/2 transport always does), which
-// loses a cause such as [ErrAttemptTimeout] and would make our own timeout
-// look like the caller's cancellation. When err is a context error that does
-// not match the cause already, the result matches both and reads as err.
-func withContextCause(ctx context.Context, err error) error {
-	if err == nil || ctx.Err() == nil {
-		return err
-	}
-	if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	cause := context.Cause(ctx)
-	if cause == nil || errors.Is(err, cause) {
-		return err
-	}
-	return &causeError{err: err, cause: cause}
-}
-
-// causeError is a context error together with the context's cause.
-type causeError struct {
-	err, cause error
-}
-
-func (e *causeError) Error() string   { return e.err.Error() + " (" + e.cause.Error() + ")" }
-func (e *causeError) Unwrap() []error { return []error{e.err, e.cause} }
-
 func classify(resp *http.Response, err error, maxRetryAfter time.Duration) Outcome {
 	if err != nil {
 		return classifyError(err)

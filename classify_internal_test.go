@@ -34,7 +34,7 @@ func TestClassifySafely(t *testing.T) {
 	}
 }
 
-func TestWithContextCause(t *testing.T) {
+func TestMarkTimeout(t *testing.T) {
 	live := context.Background()
 	canceled, cancel := context.WithCancel(live)
 	cancel()
@@ -61,19 +61,20 @@ func TestWithContextCause(t *testing.T) {
 		{"our_deadline_wrapped", ourDeadline, fmt.Errorf("get: %w", context.DeadlineExceeded), Timeout, false},
 		{"our_cancel", ours, context.Canceled, Timeout, false},
 		{"cause_already_there", ourDeadline, ErrCallTimeout, Timeout, true},
-		{"not_a_context_error", ourDeadline, other, NetworkError, true},
+		{"any_error_after_our_deadline", ourDeadline, other, Timeout, false},
+		{"not_a_context_error", live, other, NetworkError, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := withContextCause(tt.ctx, tt.err)
+			got := markTimeout(tt.ctx, tt.err)
 			if tt.same && got != tt.err {
-				t.Errorf("withContextCause = %v, want the error unchanged", got)
+				t.Errorf("markTimeout = %v, want the error unchanged", got)
 			}
 			if tt.err == nil {
 				return
 			}
 			if o := Classify(nil, got); o.Category != tt.want {
-				t.Errorf("Classify(withContextCause(%v)) = %v, want %v", tt.err, o.Category, tt.want)
+				t.Errorf("Classify(markTimeout(%v)) = %v, want %v", tt.err, o.Category, tt.want)
 			}
 			if !errors.Is(got, tt.err) {
 				t.Errorf("%v no longer matches %v", got, tt.err)
@@ -81,8 +82,8 @@ func TestWithContextCause(t *testing.T) {
 		})
 	}
 	t.Run("message", func(t *testing.T) {
-		got := withContextCause(ourDeadline, context.DeadlineExceeded).Error()
-		if want := "context deadline exceeded (breakwater: call timeout)"; got != want {
+		got := markTimeout(ourDeadline, context.DeadlineExceeded).Error()
+		if want := "breakwater: call timeout: context deadline exceeded"; got != want {
 			t.Errorf("Error() = %q, want %q", got, want)
 		}
 	})
@@ -90,7 +91,7 @@ func TestWithContextCause(t *testing.T) {
 
 // TestAttemptTimeoutCause pins what net/http returns when a context made
 // with context.WithTimeoutCause(ctx, d, ErrAttemptTimeout) ends during a
-// round trip, and that classification after withContextCause is Timeout
+// round trip, and that classification after markTimeout is Timeout
 // either way. At Go 1.26 the HTTP/1 transport returns context.Cause(ctx),
 // while the HTTP/2 transport returns ctx.Err(), context.DeadlineExceeded,
 // which on its own would read as the caller's deadline.
@@ -142,8 +143,8 @@ func TestAttemptTimeoutCause(t *testing.T) {
 			if !h2 && raw != Timeout {
 				t.Errorf("HTTP/1 no longer returns context.Cause: raw classification %v, want %v", raw, Timeout)
 			}
-			if got := Classify(nil, withContextCause(ctx, err)).Category; got != Timeout {
-				t.Errorf("Classify(withContextCause(%v)) = %v, want %v", err, got, Timeout)
+			if got := Classify(nil, markTimeout(ctx, err)).Category; got != Timeout {
+				t.Errorf("Classify(markTimeout(%v)) = %v, want %v", err, got, Timeout)
 			}
 		})
 	}

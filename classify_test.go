@@ -642,9 +642,9 @@ func FuzzClassify(f *testing.F) {
 	})
 }
 
-// newTransport returns a private transport whose connections are closed
+// privateTransport returns a private transport whose connections are closed
 // when the test ends, so that goleak sees no persistConn goroutines.
-func newTransport(t *testing.T) *http.Transport {
+func privateTransport(t *testing.T) *http.Transport {
 	t.Helper()
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
@@ -670,7 +670,7 @@ func hangingServer(t *testing.T) (srv *httptest.Server, arrived <-chan struct{})
 	return srv, ch
 }
 
-func get(ctx context.Context, t *testing.T, rt http.RoundTripper, target string) (*http.Response, error) {
+func roundTrip(ctx context.Context, t *testing.T, rt http.RoundTripper, target string) (*http.Response, error) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
@@ -697,7 +697,7 @@ func TestClassifyRealErrors(t *testing.T) {
 		}
 		addr := ln.Addr().String()
 		ln.Close()
-		_, err = get(t.Context(), t, newTransport(t), "http://"+addr+"/")
+		_, err = roundTrip(t.Context(), t, privateTransport(t), "http://"+addr+"/")
 		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.NetworkError, NotSent: true})
 		if !errors.Is(err, syscall.ECONNREFUSED) {
 			t.Errorf("error %v is not ECONNREFUSED", err)
@@ -729,7 +729,7 @@ func TestClassifyRealErrors(t *testing.T) {
 		}()
 		defer func() { <-done }()
 
-		resp, err := get(t.Context(), t, newTransport(t), "http://"+ln.Addr().String()+"/")
+		resp, err := roundTrip(t.Context(), t, privateTransport(t), "http://"+ln.Addr().String()+"/")
 		close(gotHeaders)
 		if err != nil {
 			t.Fatalf("round trip: %v", err)
@@ -762,14 +762,14 @@ func TestClassifyRealErrors(t *testing.T) {
 			c.Close()
 		}()
 		defer func() { <-done }()
-		_, err = get(t.Context(), t, newTransport(t), "http://"+ln.Addr().String()+"/")
+		_, err = roundTrip(t.Context(), t, privateTransport(t), "http://"+ln.Addr().String()+"/")
 		t.Logf("round-trip error: %v", err)
 		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.NetworkError})
 	})
 
 	t.Run("dns_nxdomain", func(t *testing.T) {
 		dns := startNXDomainServer(t)
-		_, err := get(t.Context(), t, resolvingTransport(t, dns), "http://nonexistent.invalid/")
+		_, err := roundTrip(t.Context(), t, resolvingTransport(t, dns), "http://nonexistent.invalid/")
 		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.NetworkError, NotSent: true})
 		var dnsErr *net.DNSError
 		if !errors.As(err, &dnsErr) || !dnsErr.IsNotFound {
@@ -784,7 +784,7 @@ func TestClassifyRealErrors(t *testing.T) {
 		}
 		closed := pc.LocalAddr().String()
 		pc.Close()
-		_, err = get(t.Context(), t, resolvingTransport(t, closed), "http://nonexistent.invalid/")
+		_, err = roundTrip(t.Context(), t, resolvingTransport(t, closed), "http://nonexistent.invalid/")
 		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.NetworkError, NotSent: true})
 		var dnsErr *net.DNSError
 		if !errors.As(err, &dnsErr) {
@@ -797,7 +797,7 @@ func TestClassifyRealErrors(t *testing.T) {
 		srv.Config.ErrorLog = discardLog()
 		srv.StartTLS()
 		defer srv.Close()
-		_, err := get(t.Context(), t, newTransport(t), srv.URL)
+		_, err := roundTrip(t.Context(), t, privateTransport(t), srv.URL)
 		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.NetworkError, NotSent: true})
 		var verifyErr *tls.CertificateVerificationError
 		if !errors.As(err, &verifyErr) {
@@ -813,7 +813,7 @@ func TestClassifyRealErrors(t *testing.T) {
 		defer srv.Close()
 		tr := srv.Client().Transport.(*http.Transport)
 		defer tr.CloseIdleConnections()
-		_, err := get(t.Context(), t, tr, srv.URL)
+		_, err := roundTrip(t.Context(), t, tr, srv.URL)
 		t.Logf("round-trip error: %v", err)
 		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.NetworkError, NotSent: true})
 	})
@@ -823,7 +823,7 @@ func TestClassifyRealErrors(t *testing.T) {
 		srv.Config.ErrorLog = discardLog()
 		srv.Start()
 		defer srv.Close()
-		_, err := get(t.Context(), t, newTransport(t), "https://"+srv.Listener.Addr().String()+"/")
+		_, err := roundTrip(t.Context(), t, privateTransport(t), "https://"+srv.Listener.Addr().String()+"/")
 		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.NetworkError, NotSent: true})
 		if !errors.Is(err, http.ErrSchemeMismatch) {
 			t.Errorf("error %v is not http.ErrSchemeMismatch", err)
@@ -832,15 +832,15 @@ func TestClassifyRealErrors(t *testing.T) {
 
 	t.Run("response_header_timeout", func(t *testing.T) {
 		srv, _ := hangingServer(t)
-		tr := newTransport(t)
+		tr := privateTransport(t)
 		tr.ResponseHeaderTimeout = 10 * time.Millisecond
-		_, err := get(t.Context(), t, tr, srv.URL)
+		_, err := roundTrip(t.Context(), t, tr, srv.URL)
 		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.Timeout})
 	})
 
 	t.Run("client_timeout", func(t *testing.T) {
 		srv, _ := hangingServer(t)
-		c := &http.Client{Transport: newTransport(t), Timeout: 10 * time.Millisecond}
+		c := &http.Client{Transport: privateTransport(t), Timeout: 10 * time.Millisecond}
 		_, err := c.Get(srv.URL)
 		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.Timeout})
 	})
@@ -852,7 +852,7 @@ func TestClassifyRealErrors(t *testing.T) {
 			<-arrived
 			cancel()
 		}()
-		_, err := get(ctx, t, newTransport(t), srv.URL)
+		_, err := roundTrip(ctx, t, privateTransport(t), srv.URL)
 		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.Canceled})
 	})
 
@@ -860,7 +860,7 @@ func TestClassifyRealErrors(t *testing.T) {
 		srv, _ := hangingServer(t)
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
 		defer cancel()
-		_, err := get(ctx, t, newTransport(t), srv.URL)
+		_, err := roundTrip(ctx, t, privateTransport(t), srv.URL)
 		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.Canceled})
 	})
 
@@ -870,7 +870,7 @@ func TestClassifyRealErrors(t *testing.T) {
 		srv, _ := hangingServer(t)
 		ctx, cancel := context.WithTimeoutCause(t.Context(), 10*time.Millisecond, breakwater.ErrAttemptTimeout)
 		defer cancel()
-		_, err := get(ctx, t, newTransport(t), srv.URL)
+		_, err := roundTrip(ctx, t, privateTransport(t), srv.URL)
 		t.Logf("HTTP/1 round-trip error: %v", err)
 		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.Timeout})
 	})
@@ -885,7 +885,7 @@ func TestClassifyRealErrors(t *testing.T) {
 		defer ln.Close()
 		ctx, cancel := context.WithTimeoutCause(t.Context(), 10*time.Millisecond, breakwater.ErrCallTimeout)
 		defer cancel()
-		_, err = get(ctx, t, newTransport(t), "http://"+ln.Addr().String()+"/")
+		_, err = roundTrip(ctx, t, privateTransport(t), "http://"+ln.Addr().String()+"/")
 		wantOutcome(t, err, breakwater.Outcome{Category: breakwater.Timeout})
 	})
 }
@@ -901,7 +901,7 @@ func resolvingTransport(t *testing.T, addr string) *http.Transport {
 			return d.DialContext(ctx, "udp", addr)
 		},
 	}
-	tr := newTransport(t)
+	tr := privateTransport(t)
 	tr.DialContext = (&net.Dialer{Resolver: r}).DialContext
 	return tr
 }
