@@ -60,7 +60,7 @@ func TestMarkTimeout(t *testing.T) {
 		{"our_deadline", ourDeadline, context.DeadlineExceeded, Timeout, false},
 		{"our_deadline_wrapped", ourDeadline, fmt.Errorf("get: %w", context.DeadlineExceeded), Timeout, false},
 		{"our_cancel", ours, context.Canceled, Timeout, false},
-		{"cause_already_there", ourDeadline, ErrCallTimeout, Timeout, true},
+		{"cause_already_there", ourDeadline, ErrCallTimeout, Timeout, false},
 		{"any_error_after_our_deadline", ourDeadline, other, Timeout, false},
 		{"not_a_context_error", live, other, NetworkError, true},
 	}

@@ -2,4 +2,9 @@ module github.com/breakwater-go/breakwater
 
 go 1.25
 
-require go.uber.org/goleak v1.3.0
+require (
+	github.com/hashicorp/go-retryablehttp v0.7.8
+	go.uber.org/goleak v1.3.0
+)
+
+require github.com/hashicorp/go-cleanhttp v0.5.2 // indirect

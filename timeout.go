@@ -16,15 +16,6 @@ const (
 	DefaultAttemptTimeout = 10 * time.Second
 )
 
-// withTimeout derives a context that ends after d with cause, or returns ctx
-// and a nil cancel when d <= 0.
-func withTimeout(ctx context.Context, d time.Duration, cause error) (context.Context, context.CancelFunc) {
-	if d <= 0 {
-		return ctx, nil
-	}
-	return context.WithTimeoutCause(ctx, d, cause)
-}
-
 // timeoutCause returns ErrAttemptTimeout or ErrCallTimeout when ctx ended
 // because of one of them, else nil.
 func timeoutCause(ctx context.Context) error {
@@ -45,7 +36,12 @@ type TimeoutError struct {
 	Err   error // what the base transport returned
 }
 
-func (e *TimeoutError) Error() string { return fmt.Sprintf("%v: %v", e.Cause, e.Err) }
+func (e *TimeoutError) Error() string {
+	if errors.Is(e.Err, e.Cause) {
+		return e.Err.Error()
+	}
+	return fmt.Sprintf("%v: %v", e.Cause, e.Err)
+}
 
 // Unwrap returns the cause and the transport's error.
 func (e *TimeoutError) Unwrap() []error { return []error{e.Cause, e.Err} }
@@ -54,12 +50,15 @@ func (e *TimeoutError) Unwrap() []error { return []error{e.Cause, e.Err} }
 func (e *TimeoutError) Timeout() bool { return true }
 
 // markTimeout wraps err in a *TimeoutError when ctx ended because of one of
-// our timeouts and err does not already say so.
+// our timeouts. (net/http's HTTP/1 transport returns the context's cause,
+// its HTTP/2 transport ctx.Err(), and a broken read whatever broke: all of
+// them become the same typed error.)
 func markTimeout(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
-	if c := timeoutCause(ctx); c != nil && !errors.Is(err, c) {
+	var te *TimeoutError
+	if c := timeoutCause(ctx); c != nil && !errors.As(err, &te) {
 		return &TimeoutError{Cause: c, Err: err}
 	}
 	return err

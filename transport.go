@@ -415,7 +415,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 func (t *Transport) run(c *call) (*http.Response, error) {
 	for {
 		c.attempts++
-		resp, err, o, permit, actx, cancel := t.attempt(c)
+		a := t.attempt(c)
+		resp, err, o, permit := a.resp, a.err, a.o, a.permit
 		wait, retry, budgetSpent, stopErr := t.decide(c, resp, err, o)
 		if stopErr != nil {
 			discard(resp)
@@ -435,14 +436,14 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 		}
 		if !retry {
 			if resp != nil {
-				track(actx, resp, releaser{cancel: cancel, permit: permit})
+				track(a.ctx, resp, releaser{cancel: a.cancel, permit: permit})
 				return resp, nil
 			}
-			release(cancel, permit)
+			release(a.cancel, permit)
 			return nil, c.fail(err, o, budgetSpent)
 		}
 		discard(resp)
-		release(cancel, permit)
+		release(a.cancel, permit)
 		if !sleep(c.ctx, wait) {
 			return nil, ctxError(c.ctx)
 		}
@@ -488,46 +489,59 @@ func (c *call) attemptContext() (context.Context, context.CancelFunc) {
 	return context.WithDeadlineCause(c.ctx, dl, cause)
 }
 
+// attemptResult is one attempt's result and what it holds.
+type attemptResult struct {
+	resp   *http.Response
+	err    error
+	o      Outcome
+	permit Permit
+	ctx    context.Context    // the attempt's context
+	cancel context.CancelFunc // ends it; nil when it has no deadline of its own
+}
+
 // attempt makes one attempt: admission by the breaker, then the base
 // transport under the attempt's context.
-func (t *Transport) attempt(c *call) (resp *http.Response, err error, o Outcome, permit Permit, actx context.Context, cancel context.CancelFunc) {
-	actx = c.ctx
-	permit, err = c.breaker.Allow()
+func (t *Transport) attempt(c *call) attemptResult {
+	r := attemptResult{ctx: c.ctx}
+	permit, err := c.breaker.Allow()
 	if err != nil {
 		if !c.sent {
 			c.closeBody()
 		}
-		return nil, err, Outcome{Category: Rejected}, Permit{}, actx, nil
+		r.err, r.o = err, Outcome{Category: Rejected}
+		return r
 	}
 	areq := c.req
 	if c.attempts > 1 && hasBody(c.req) {
-		body, gerr := c.req.GetBody()
-		if gerr != nil {
+		body, err := c.req.GetBody()
+		if err != nil {
 			permit.Release()
-			return nil, gerr, Outcome{Category: Rejected}, Permit{}, actx, nil
+			r.err, r.o = err, Outcome{Category: Rejected}
+			return r
 		}
 		areq = c.req.WithContext(c.ctx)
 		areq.Body = body
 	}
-	actx, cancel = c.attemptContext()
-	if actx != areq.Context() {
-		areq = areq.WithContext(actx)
+	r.permit = permit
+	r.ctx, r.cancel = c.attemptContext()
+	if r.ctx != areq.Context() {
+		areq = areq.WithContext(r.ctx)
 	}
 	var start time.Time
 	if t.cfg.slowCall > 0 {
 		start = time.Now()
 	}
 	c.sent = true
-	resp, err = t.base.RoundTrip(areq)
-	if err != nil {
-		resp = nil
-		err = markTimeout(actx, err)
+	r.resp, r.err = t.base.RoundTrip(areq)
+	if r.err != nil {
+		r.resp = nil
+		r.err = markTimeout(r.ctx, r.err)
 	}
-	o = classifySafely(t.cfg.classifier, resp, err)
-	if t.cfg.slowCall > 0 && o.Category == Success && time.Since(start) > t.cfg.slowCall {
-		o.Category = Slow
+	r.o = classifySafely(t.cfg.classifier, r.resp, r.err)
+	if t.cfg.slowCall > 0 && r.o.Category == Success && time.Since(start) > t.cfg.slowCall {
+		r.o.Category = Slow
 	}
-	return resp, err, o, permit, actx, cancel
+	return r
 }
 
 // remaining is the time left before the earlier of the caller's deadline

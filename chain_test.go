@@ -1,0 +1,135 @@
+package breakwater_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	bw "github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/breakwatertest"
+	"github.com/hashicorp/go-retryablehttp"
+)
+
+// A Chain in the default order keeps the measured contract: the breaker is
+// charged once per call that gives up, so tolerate 10 opens on call 11.
+func TestChainMeltsOncePerCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 500})
+		bs := newBreakers(t, bw.WithPolicy(bw.Window(10, time.Minute)))
+		retry, err := bw.RetryStage(bw.WithMaxAttempts(5), bw.WithoutRetryBudget())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt := bw.Chain(u.Transport(), bw.CallTimeout(30*time.Second), retry, bw.BreakerStage(bs, nil, nil), bw.AttemptTimeout(time.Second))
+		for i := 1; i <= 11; i++ {
+			if r := get(rt); r.status != 500 {
+				t.Fatalf("call %d: %+v", i, r)
+			}
+			if open := bs.State(upstreamKey) == bw.StateOpen; open != (i == 11) {
+				t.Fatalf("after call %d open = %v", i, open)
+			}
+		}
+		if u.Count() != 55 {
+			t.Fatalf("%d requests, want 55", u.Count())
+		}
+		if r := get(rt); !errors.Is(r.err, bw.ErrCircuitOpen) || u.Count() != 55 {
+			t.Fatalf("call 12: %v", r.err)
+		}
+	})
+}
+
+// Outside the retry stage, a breaker sees whole calls: it is charged once
+// per call whatever happened inside.
+func TestChainBreakerOutsideRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 500}, breakwatertest.Step{Status: 500}, breakwatertest.Step{})
+		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)))
+		retry, _ := bw.RetryStage(bw.WithoutRetryBudget())
+		rt := bw.Chain(u.Transport(), bw.BreakerStage(bs, nil, nil), retry)
+		if r := get(rt); r.status != 200 || bs.State(upstreamKey) != bw.StateClosed {
+			t.Fatalf("%+v, breaker %s", r, bs.State(upstreamKey))
+		}
+	})
+}
+
+func TestTimeoutStages(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Hang: true})
+		rt := bw.Chain(u.Transport(), bw.CallTimeout(3*time.Second))
+		start := time.Now()
+		r := get(rt)
+		var te *bw.TimeoutError
+		if !errors.Is(r.err, bw.ErrCallTimeout) || !errors.As(r.err, &te) || time.Since(start) != 3*time.Second {
+			t.Fatalf("%v after %s, want ErrCallTimeout after 3s", r.err, time.Since(start))
+		}
+	})
+}
+
+// go-retryablehttp's policies plug in unchanged, and breakwater's safety
+// rules still hold around them: a POST without a key is not retried even
+// though DefaultRetryPolicy would.
+func TestRetryablehttpPolicies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t,
+			breakwatertest.Step{Status: 503, Header: http.Header{"Retry-After": {"2"}}},
+			breakwatertest.Step{Status: 500}, breakwatertest.Step{})
+		tr := newTransport(t, u.Transport(),
+			bw.WithRetryIf(retryablehttp.DefaultRetryPolicy),
+			bw.WithRetryablehttpBackoff(retryablehttp.DefaultBackoff, 100*time.Millisecond, time.Second))
+		if r := get(tr); r.status != 200 || u.Count() != 3 {
+			t.Fatalf("%+v after %d requests", r, u.Count())
+		}
+		reqs := u.Requests()
+		if gap := reqs[1].At.Sub(reqs[0].At); gap < 2*time.Second {
+			t.Fatalf("retried %s after a Retry-After of 2s", gap)
+		}
+		req, _ := http.NewRequest(http.MethodPost, breakwatertest.PipeURL+"/", strings.NewReader("x"))
+		if r := do(tr, req); r.status != 200 || u.Count() != 4 {
+			t.Fatalf("POST: %+v after %d requests", r, u.Count())
+		}
+	})
+	t.Run("an error from RetryIf ends the call", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 500})
+			stop := errors.New("stop here")
+			tr := newTransport(t, u.Transport(), bw.WithRetryIf(func(context.Context, *http.Response, error) (bool, error) {
+				return false, stop
+			}))
+			if r := get(tr); !errors.Is(r.err, stop) || u.Count() != 1 {
+				t.Fatalf("%+v after %d requests", r, u.Count())
+			}
+		})
+	})
+	t.Run("a panicking RetryIf means no retry", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 500})
+			tr := newTransport(t, u.Transport(), bw.WithRetryIf(func(context.Context, *http.Response, error) (bool, error) {
+				panic("broken policy")
+			}))
+			if r := get(tr); r.status != 500 || u.Count() != 1 {
+				t.Fatalf("%+v after %d requests", r, u.Count())
+			}
+		})
+	})
+}
+
+func TestRequestPolicy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 503})
+		tr := newTransport(t, u.Transport())
+		ctx := bw.WithRequestPolicy(t.Context(), bw.RequestPolicy{MaxAttempts: 1})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, breakwatertest.PipeURL+"/", nil)
+		if r := do(tr, req); r.status != 503 || u.Count() != 1 {
+			t.Fatalf("no-retry policy: %+v after %d requests", r, u.Count())
+		}
+		ctx = bw.WithRequestPolicy(t.Context(), bw.RequestPolicy{Idempotent: true, MaxAttempts: 2})
+		req, _ = http.NewRequestWithContext(ctx, http.MethodPost, breakwatertest.PipeURL+"/", strings.NewReader("x"))
+		if r := do(tr, req); r.status != 503 || u.Count() != 3 {
+			t.Fatalf("idempotent POST: %+v after %d requests", r, u.Count())
+		}
+	})
+}
