@@ -269,9 +269,10 @@ type Breakers struct {
 	start time.Time
 	m     *keyedMap[*Breaker]
 
-	evMu     sync.Mutex
-	evQueue  []Transition
-	flushing bool
+	listeners atomic.Pointer[[]func(Transition)]
+	evMu      sync.Mutex
+	evQueue   []Transition
+	flushing  bool
 }
 
 // NewBreakers returns a registry configured by opts, or an error describing
@@ -301,6 +302,8 @@ func NewBreakers(opts ...BreakerOption) (*Breakers, error) {
 		cfg.autoWithin = true
 	}
 	bs := &Breakers{cfg: cfg, start: time.Now()}
+	ls := cfg.listeners
+	bs.listeners.Store(&ls)
 	if cfg.mode != ModeDisabled {
 		bs.m = newKeyedMap(cfg.maxKeys, cfg.idleTTL, bs.newBreaker, (*Breaker).evictable)
 	}
@@ -424,6 +427,15 @@ func (bs *Breakers) Blown(keys ...string) bool {
 	return false
 }
 
+// addListener adds a transition listener after construction (a Transport
+// sharing the registry forwards transitions to its observers).
+func (bs *Breakers) addListener(fn func(Transition)) {
+	bs.evMu.Lock()
+	defer bs.evMu.Unlock()
+	ls := append(append([]func(Transition){}, *bs.listeners.Load()...), fn)
+	bs.listeners.Store(&ls)
+}
+
 func (bs *Breakers) emit(t Transition) {
 	bs.evMu.Lock()
 	bs.evQueue = append(bs.evQueue, t)
@@ -434,7 +446,7 @@ func (bs *Breakers) emit(t Transition) {
 // a time; a transition queued meanwhile (also by a listener) is delivered by
 // the goroutine already delivering.
 func (bs *Breakers) flush() {
-	if len(bs.cfg.listeners) == 0 {
+	if len(*bs.listeners.Load()) == 0 {
 		return
 	}
 	bs.evMu.Lock()
@@ -447,7 +459,7 @@ func (bs *Breakers) flush() {
 		t := bs.evQueue[0]
 		bs.evQueue = bs.evQueue[1:]
 		bs.evMu.Unlock()
-		for _, fn := range bs.cfg.listeners {
+		for _, fn := range *bs.listeners.Load() {
 			callListener(fn, t)
 		}
 		bs.evMu.Lock()
@@ -815,7 +827,7 @@ func (b *Breaker) transitionLocked(to State, reason Reason) Transition {
 }
 
 func (b *Breaker) queue(t Transition) {
-	if len(b.bs.cfg.listeners) > 0 {
+	if len(*b.bs.listeners.Load()) > 0 {
 		b.bs.emit(t)
 	}
 }

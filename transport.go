@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"time"
@@ -40,7 +41,8 @@ type Transport struct {
 	breakers *Breakers
 	budgets  *keyedMap[*retryBudget]
 	start    time.Time
-	stage    bool // a RetryStage: an inner BreakerStage defers failures to it
+	stage    bool     // a RetryStage: an inner BreakerStage defers failures to it
+	obs      Observer // nil when nothing observes
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -88,6 +90,7 @@ type config struct {
 	slowCall           time.Duration
 	maxKeys            int
 	idleTTL            time.Duration
+	observers          []Observer
 	errs               []error
 }
 
@@ -241,6 +244,20 @@ func WithKeyLimits(maxKeys int, idleTTL time.Duration) Option {
 	return optionFunc(func(c *config) { c.maxKeys, c.idleTTL = maxKeys, idleTTL })
 }
 
+// WithObserver adds an observer of the transport's events (calls,
+// attempts, retries, rejections, waits and its breakers' transitions). With
+// none, observation costs nothing.
+func WithObserver(o Observer) Option {
+	return optionFunc(func(c *config) { c.observers = append(c.observers, o) })
+}
+
+// WithLogger logs through l: breaker transitions at Warn, rejections at Info
+// (rate-limited per key), retries at Debug. See [LogObserver]. Silent by
+// default.
+func WithLogger(l *slog.Logger) Option {
+	return WithObserver(LogObserver(l, 0))
+}
+
 // NewTransport builds a Transport over the default chain, or returns an
 // error describing every invalid option.
 func NewTransport(opts ...Option) (*Transport, error) {
@@ -282,6 +299,12 @@ func NewTransport(opts ...Option) (*Transport, error) {
 		if t.breakers, err = newSizedBreakers(cfg, bopts); err != nil {
 			return nil, err
 		}
+	}
+	if t.obs = Observers(cfg.observers...); t.obs != nil && t.breakers.m != nil {
+		obs := t.obs
+		t.breakers.addListener(func(tr Transition) {
+			notify(obs, context.Background(), Event{Kind: EventTransition, Key: tr.Key, Transition: tr})
+		})
 	}
 	if cfg.budget {
 		t.budgets = newKeyedMap(cfg.maxKeys, cfg.idleTTL, func(string) *retryBudget {
@@ -325,6 +348,15 @@ func (c *config) validate() error {
 	return errors.Join(errs...)
 }
 
+// CloseIdleConnections closes the base transport's idle connections, if it
+// has a CloseIdleConnections method; [http.Client.CloseIdleConnections]
+// calls it.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
 // Breakers returns the transport's breaker registry, for control and reads.
 func (t *Transport) Breakers() *Breakers { return t.breakers }
 
@@ -343,6 +375,7 @@ type call struct {
 	prevWait time.Duration
 	sent     bool      // the caller's body was handed to the base transport
 	melt     *meltSlot // set in a RetryStage
+	start    time.Time // when observed
 }
 
 // RequestPolicy overrides a [Transport]'s settings for one request; attach
@@ -413,6 +446,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // attempts and folded into each attempt's context, so one call costs one
 // timer per attempt.
 func (t *Transport) run(c *call) (*http.Response, error) {
+	if t.obs != nil {
+		c.start = time.Now()
+		t.emit(c, Event{Kind: EventCallStart})
+	}
 	for {
 		c.attempts++
 		a := t.attempt(c)
@@ -423,6 +460,9 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 			resp, err = nil, stopErr
 		}
 
+		if t.obs != nil {
+			t.observeAttempt(c, a, retry, wait, budgetSpent)
+		}
 		// Charge the breaker: successes and neutral outcomes always, failures
 		// once per call (when giving up), on every attempt when asked, and
 		// always for a half-open probe. An inner BreakerStage defers its
@@ -437,18 +477,68 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 		if !retry {
 			if resp != nil {
 				track(a.ctx, resp, releaser{cancel: a.cancel, permit: permit})
+				t.end(c, o, nil)
 				return resp, nil
 			}
 			release(a.cancel, permit)
-			return nil, c.fail(err, o, budgetSpent)
+			err = c.fail(err, o, budgetSpent)
+			t.end(c, o, err)
+			return nil, err
 		}
 		discard(resp)
 		release(a.cancel, permit)
 		if !sleep(c.ctx, wait) {
-			return nil, ctxError(c.ctx)
+			err := ctxError(c.ctx)
+			t.end(c, Outcome{Category: Canceled}, err)
+			return nil, err
 		}
 		c.prevWait = wait
 	}
+}
+
+// emit sends e, completed with the call's key and method, to the observers.
+func (t *Transport) emit(c *call, e Event) {
+	e.Key, e.Method = c.key, c.req.Method
+	notify(t.obs, c.ctx, e)
+}
+
+// observeAttempt reports one attempt and what followed it.
+func (t *Transport) observeAttempt(c *call, a attemptResult, retry bool, wait time.Duration, budget bool) {
+	if a.o.Category == Rejected && a.err != nil {
+		t.emit(c, Event{Kind: EventReject, Attempt: c.attempts, Mechanism: mechanismOf(a.err), Err: a.err})
+		return
+	}
+	t.emit(c, Event{Kind: EventAttempt, Attempt: c.attempts, Category: a.o.Category, Status: a.o.Status, Duration: time.Since(a.start), Err: a.err})
+	switch {
+	case retry:
+		t.emit(c, Event{Kind: EventRetry, Attempt: c.attempts, Category: a.o.Category, Status: a.o.Status, Delay: wait})
+	case budget:
+		t.emit(c, Event{Kind: EventReject, Attempt: c.attempts, Mechanism: MechRetryBudget, Err: ErrRetryBudget})
+	}
+}
+
+// end reports the end of a call.
+func (t *Transport) end(c *call, o Outcome, err error) {
+	if t.obs != nil {
+		t.emit(c, Event{Kind: EventCallEnd, Attempts: c.attempts, Category: o.Category, Status: o.Status, Duration: time.Since(c.start), Err: err})
+	}
+}
+
+// mechanismOf names the mechanism behind one of our rejections.
+func mechanismOf(err error) Mechanism {
+	switch {
+	case errors.Is(err, ErrCircuitOpen), errors.Is(err, ErrHalfOpenBusy):
+		return MechBreaker
+	case errors.Is(err, ErrPaused):
+		return MechPause
+	case errors.Is(err, ErrRateLimited):
+		return MechRateLimit
+	case errors.Is(err, ErrConcurrencyLimit):
+		return MechConcurrency
+	case errors.Is(err, ErrRetryBudget):
+		return MechRetryBudget
+	}
+	return ""
 }
 
 func release(cancel context.CancelFunc, p Permit) {
@@ -497,6 +587,7 @@ type attemptResult struct {
 	permit Permit
 	ctx    context.Context    // the attempt's context
 	cancel context.CancelFunc // ends it; nil when it has no deadline of its own
+	start  time.Time          // when measured (slow calls, observers)
 }
 
 // attempt makes one attempt: admission by the breaker, then the base
@@ -527,9 +618,8 @@ func (t *Transport) attempt(c *call) attemptResult {
 	if r.ctx != areq.Context() {
 		areq = areq.WithContext(r.ctx)
 	}
-	var start time.Time
-	if t.cfg.slowCall > 0 {
-		start = time.Now()
+	if t.cfg.slowCall > 0 || t.obs != nil {
+		r.start = time.Now()
 	}
 	c.sent = true
 	r.resp, r.err = t.base.RoundTrip(areq)
@@ -538,7 +628,7 @@ func (t *Transport) attempt(c *call) attemptResult {
 		r.err = markTimeout(r.ctx, r.err)
 	}
 	r.o = classifySafely(t.cfg.classifier, r.resp, r.err)
-	if t.cfg.slowCall > 0 && r.o.Category == Success && time.Since(start) > t.cfg.slowCall {
+	if t.cfg.slowCall > 0 && r.o.Category == Success && time.Since(r.start) > t.cfg.slowCall {
 		r.o.Category = Slow
 	}
 	return r

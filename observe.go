@@ -1,0 +1,194 @@
+package breakwater
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// EventKind says what an [Event] reports.
+type EventKind uint8
+
+// Event kinds.
+const (
+	// EventCallStart: a Transport call begins (Key, Method).
+	EventCallStart EventKind = iota + 1
+	// EventAttempt: an attempt ended (Attempt, Category, Status, Duration).
+	EventAttempt
+	// EventRetry: another attempt follows after Delay (Attempt is the one
+	// that failed, Category why).
+	EventRetry
+	// EventCallEnd: a call ended (Attempts, Category, Status, Duration, Err).
+	EventCallEnd
+	// EventTransition: a breaker changed state (Transition).
+	EventTransition
+	// EventReject: a mechanism refused work (Mechanism, Err).
+	EventReject
+	// EventWait: a call waited for a mechanism (Mechanism, Duration).
+	EventWait
+	// EventRequest: inbound middleware finished serving a request (Route,
+	// Method, Status, Category, Duration).
+	EventRequest
+)
+
+var eventKindNames = [...]string{"", "call_start", "attempt", "retry", "call_end", "transition", "reject", "wait", "request"}
+
+// String returns the kind's lower-case name.
+func (k EventKind) String() string {
+	if int(k) < len(eventKindNames) && k > 0 {
+		return eventKindNames[k]
+	}
+	return "unknown"
+}
+
+// Mechanism names the part of breakwater that rejected or delayed work.
+// Its values are stable metric label values.
+type Mechanism string
+
+// Mechanisms.
+const (
+	MechBreaker      Mechanism = "breaker"
+	MechRateLimit    Mechanism = "rate_limit"
+	MechPause        Mechanism = "pause"
+	MechConcurrency  Mechanism = "concurrency"
+	MechRetryBudget  Mechanism = "retry_budget"
+	MechShed         Mechanism = "shed"
+	MechTimeout      Mechanism = "timeout"
+	MechRouteBreaker Mechanism = "route_breaker"
+)
+
+// Event is one observation. Which fields are set depends on Kind (see the
+// kinds' documentation); Key is always set for outbound events.
+type Event struct {
+	Kind      EventKind
+	Key       string
+	Method    string
+	Route     string // inbound: the chi route pattern, never the raw path
+	Attempt   int
+	Attempts  int
+	Category  Category
+	Status    int
+	Duration  time.Duration
+	Delay     time.Duration
+	Mechanism Mechanism
+	Err       error
+	// Transition is set for EventTransition.
+	Transition Transition
+}
+
+// An Observer receives events. Observe is called synchronously on the
+// request's goroutine, outside every lock, with the request's context
+// (context.Background for breaker transitions); it must be safe for
+// concurrent use, should return quickly and must not retain ctx. A
+// panicking observer is recovered and ignored.
+type Observer interface {
+	Observe(ctx context.Context, e Event)
+}
+
+// ObserverFunc adapts a function to [Observer].
+type ObserverFunc func(ctx context.Context, e Event)
+
+// Observe calls f(ctx, e).
+func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
+
+// Observers composes observers; nil ones are dropped. It returns nil when
+// none is left, so that an unobserved component pays nothing.
+func Observers(obs ...Observer) Observer {
+	var out multiObserver
+	for _, o := range obs {
+		switch o := o.(type) {
+		case nil:
+		case multiObserver:
+			out = append(out, o...)
+		default:
+			out = append(out, o)
+		}
+	}
+	switch len(out) {
+	case 0:
+		return nil
+	case 1:
+		return out[0]
+	}
+	return out
+}
+
+type multiObserver []Observer
+
+func (m multiObserver) Observe(ctx context.Context, e Event) {
+	for _, o := range m {
+		notify(o, ctx, e)
+	}
+}
+
+// notify delivers e to o, recovering a panic.
+func notify(o Observer, ctx context.Context, e Event) {
+	defer func() { _ = recover() }()
+	o.Observe(ctx, e)
+}
+
+// LogObserver returns an [Observer] that logs to l: breaker transitions at
+// Warn, rejections at Info (at most one per key and mechanism per
+// interval, default 10 s, with the number suppressed), retries at Debug.
+// A nil l returns nil (silent).
+func LogObserver(l *slog.Logger, interval time.Duration) Observer {
+	if l == nil {
+		return nil
+	}
+	if interval <= 0 {
+		interval = 10 * time.Second
+	}
+	lo := &logObserver{l: l, interval: int64(interval), start: time.Now()}
+	lo.last = newKeyedMap(DefaultMaxBreakers, 10*interval, func(string) *logGate { return &logGate{} }, func(*logGate) bool { return true })
+	return lo
+}
+
+type logObserver struct {
+	l        *slog.Logger
+	interval int64
+	start    time.Time
+	last     *keyedMap[*logGate]
+}
+
+// logGate rate-limits one key's rejection logs.
+type logGate struct {
+	next       atomic.Int64
+	suppressed atomic.Int64
+}
+
+func (lo *logObserver) Observe(ctx context.Context, e Event) {
+	switch e.Kind {
+	case EventTransition:
+		t := e.Transition
+		attrs := []slog.Attr{slog.String("key", t.Key), slog.String("from", t.From.String()), slog.String("to", t.To.String()), slog.String("reason", string(t.Reason))}
+		if t.To == StateOpen {
+			attrs = append(attrs, slog.Duration("open_for", t.OpenFor), slog.Int("opens", t.Opens))
+			if t.Failures > 0 {
+				attrs = append(attrs, slog.Int("failures", t.Failures), slog.String("category", t.Category.String()))
+			}
+		}
+		lo.l.LogAttrs(ctx, slog.LevelWarn, "breakwater: breaker "+t.To.String(), attrs...)
+	case EventReject:
+		g := lo.last.get(e.Key + "|" + string(e.Mechanism))
+		now := int64(time.Since(lo.start))
+		next := g.next.Load()
+		if now < next || !g.next.CompareAndSwap(next, now+lo.interval) {
+			g.suppressed.Add(1)
+			return
+		}
+		attrs := []slog.Attr{slog.String("key", e.Key), slog.String("mechanism", string(e.Mechanism))}
+		if e.Err != nil {
+			attrs = append(attrs, slog.String("error", e.Err.Error()))
+		}
+		if n := g.suppressed.Swap(0); n > 0 {
+			attrs = append(attrs, slog.Int64("suppressed", n))
+		}
+		lo.l.LogAttrs(ctx, slog.LevelInfo, "breakwater: rejected", attrs...)
+	case EventRetry:
+		if lo.l.Enabled(ctx, slog.LevelDebug) {
+			lo.l.LogAttrs(ctx, slog.LevelDebug, "breakwater: retrying", slog.String("key", e.Key), slog.Int("attempt", e.Attempt),
+				slog.String("category", e.Category.String()), slog.Int("status", e.Status), slog.Duration("delay", e.Delay))
+		}
+	}
+}

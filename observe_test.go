@@ -1,0 +1,89 @@
+package breakwater_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	bw "github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/breakwatertest"
+)
+
+// recorder is an Observer that keeps every event.
+type recorder struct {
+	mu     sync.Mutex
+	events []bw.Event
+}
+
+func (r *recorder) Observe(_ context.Context, e bw.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+}
+
+func (r *recorder) kinds() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, e := range r.events {
+		s := e.Kind.String()
+		switch e.Kind {
+		case bw.EventAttempt:
+			s += fmt.Sprintf("(%d,%s)", e.Attempt, e.Category)
+		case bw.EventTransition:
+			s += fmt.Sprintf("(%s>%s)", e.Transition.From, e.Transition.To)
+		case bw.EventReject:
+			s += "(" + string(e.Mechanism) + ")"
+		case bw.EventCallEnd:
+			s += fmt.Sprintf("(%d,%s)", e.Attempts, e.Category)
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, " ")
+}
+
+func TestEventOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 503})
+		rec := &recorder{}
+		tr := newTransport(t, u.Transport(), bw.WithObserver(rec), bw.WithoutRetryBudget(),
+			bw.WithBreaker(bw.WithPolicy(bw.Consecutive(1)), bw.WithHalfOpen(1, 1)))
+		get(tr) // fails three times, then opens the breaker
+		get(tr) // rejected
+		time.Sleep(time.Minute)
+		u.SetFunc(breakwatertest.Sequence(breakwatertest.Step{}))
+		get(tr) // probe succeeds
+		want := "call_start attempt(1,server_error) retry attempt(2,server_error) retry attempt(3,server_error) transition(closed>open) call_end(3,server_error) " +
+			"call_start reject(breaker) call_end(1,rejected) " +
+			"call_start transition(open>half_open) attempt(1,success) transition(half_open>closed) call_end(1,success)"
+		if got := rec.kinds(); got != want {
+			t.Fatalf("events:\n got %s\nwant %s", got, want)
+		}
+	})
+}
+
+func TestPanickingObserverDoesNotBreakCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{})
+		tr := newTransport(t, u.Transport(), bw.WithObserver(bw.ObserverFunc(func(context.Context, bw.Event) { panic("observer bug") })))
+		if r := get(tr); r.err != nil || r.status != 200 {
+			t.Fatalf("%+v", r)
+		}
+	})
+}
+
+func TestObserversCompose(t *testing.T) {
+	if bw.Observers(nil, nil) != nil {
+		t.Fatal("Observers of nothing is not nil")
+	}
+	a, b := &recorder{}, &recorder{}
+	o := bw.Observers(a, nil, bw.Observers(b))
+	o.Observe(context.Background(), bw.Event{Kind: bw.EventWait})
+	if len(a.events) != 1 || len(b.events) != 1 {
+		t.Fatal("composed observers did not all receive the event")
+	}
+}
