@@ -916,8 +916,9 @@ type BreakerSnapshot struct {
 	// Opens counts consecutive openings without a close.
 	Opens int `json:"opens"`
 	// OpenUntil and Remaining are set while open.
-	OpenUntil time.Time     `json:"open_until,omitzero"`
-	Remaining time.Duration `json:"remaining_ns,omitempty"`
+	OpenUntil        time.Time     `json:"open_until,omitzero"`
+	Remaining        time.Duration `json:"-"`
+	RemainingSeconds float64       `json:"remaining_seconds,omitempty"`
 	// LastFailure is the category of the most recent failure, if any.
 	LastFailure   string    `json:"last_failure,omitempty"`
 	LastFailureAt time.Time `json:"last_failure_at,omitzero"`
@@ -962,6 +963,7 @@ func (b *Breaker) Snapshot() BreakerSnapshot {
 		until := b.openUntil.Load()
 		snap.OpenUntil = b.bs.wall(until)
 		snap.Remaining = max(0, time.Duration(until-now))
+		snap.RemainingSeconds = snap.Remaining.Seconds()
 	}
 	for _, l := range b.probes {
 		if l.seq != 0 && now < l.deadline {

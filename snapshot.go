@@ -1,0 +1,49 @@
+package breakwater
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+)
+
+// Snapshot is a point-in-time view of the per-key state a component owns.
+type Snapshot struct {
+	Name     string            `json:"name,omitempty"`
+	At       time.Time         `json:"at"`
+	Breakers []BreakerSnapshot `json:"breakers"`
+}
+
+// A Snapshotter reports its state; [Transport] and the inbound middleware
+// are Snapshotters.
+type Snapshotter interface {
+	Snapshot() Snapshot
+}
+
+// Snapshot returns the state of every breaker the transport owns.
+func (t *Transport) Snapshot() Snapshot {
+	return Snapshot{At: time.Now(), Breakers: t.breakers.Snapshots()}
+}
+
+// SnapshotHandler serves the snapshots of sources as a JSON array, for a
+// status page or a debug endpoint (mount it on chi at /debug/breakwater).
+// It answers GET and HEAD only.
+func SnapshotHandler(sources ...Snapshotter) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, http.StatusText(http.StatusMethodNotAllowed), http.StatusMethodNotAllowed)
+			return
+		}
+		out := make([]Snapshot, 0, len(sources))
+		for _, s := range sources {
+			if s != nil {
+				out = append(out, s.Snapshot())
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(out)
+	})
+}
