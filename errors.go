@@ -69,3 +69,15 @@ func (e *BreakerError) RetryAfter() time.Duration {
 	}
 	return max(0, time.Until(e.OpenUntil))
 }
+
+// RetryAfter reports how long the caller should wait before trying again,
+// when err (or an error it wraps) is one of breakwater's rejections that
+// knows: an open breaker, a pause, a rate limit. A server can answer a
+// downstream rejection with its own 503 and Retry-After in one line.
+func RetryAfter(err error) (time.Duration, bool) {
+	var ra interface{ RetryAfter() time.Duration }
+	if errors.As(err, &ra) {
+		return ra.RetryAfter(), true
+	}
+	return 0, false
+}
