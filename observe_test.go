@@ -58,7 +58,7 @@ func TestEventOrder(t *testing.T) {
 		u.SetFunc(breakwatertest.Sequence(breakwatertest.Step{}))
 		get(tr) // probe succeeds
 		want := "call_start attempt(1,server_error) retry attempt(2,server_error) retry attempt(3,server_error) transition(closed>open) call_end(3,server_error) " +
-			"call_start reject(breaker) call_end(1,rejected) " +
+			"call_start reject(breaker) call_end(0,rejected) " +
 			"call_start transition(open>half_open) attempt(1,success) transition(half_open>closed) call_end(1,success)"
 		if got := rec.kinds(); got != want {
 			t.Fatalf("events:\n got %s\nwant %s", got, want)

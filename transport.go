@@ -371,7 +371,8 @@ type call struct {
 	breaker  *Breaker
 	budget   *retryBudget
 	pol      RequestPolicy
-	attempts int
+	attempts int // admissions asked for, this one included
+	made     int // attempts that reached the base transport
 	prevWait time.Duration
 	sent     bool      // the caller's body was handed to the base transport
 	melt     *meltSlot // set in a RetryStage
@@ -422,6 +423,12 @@ func (t *Transport) policy(req *http.Request) RequestPolicy {
 
 // RoundTrip runs one call through the chain. See [Transport].
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL == nil {
+		if hasBody(req) {
+			_ = req.Body.Close()
+		}
+		return nil, errors.New("breakwater: nil Request.URL")
+	}
 	c := call{req: req, ctx: req.Context(), key: t.cfg.key(req), pol: t.policy(req)}
 	if c.pol.CallTimeout > 0 {
 		c.deadline = time.Now().Add(c.pol.CallTimeout)
@@ -520,7 +527,7 @@ func (t *Transport) observeAttempt(c *call, a attemptResult, retry bool, wait ti
 // end reports the end of a call.
 func (t *Transport) end(c *call, o Outcome, err error) {
 	if t.obs != nil {
-		t.emit(c, Event{Kind: EventCallEnd, Attempts: c.attempts, Category: o.Category, Status: o.Status, Duration: time.Since(c.start), Err: err})
+		t.emit(c, Event{Kind: EventCallEnd, Attempts: c.made, Category: o.Category, Status: o.Status, Duration: time.Since(c.start), Err: err})
 	}
 }
 
@@ -548,12 +555,13 @@ func release(cancel context.CancelFunc, p Permit) {
 	p.Release()
 }
 
-// fail builds the error a call returns.
+// fail builds the error a call returns: the error itself when at most one
+// attempt was made, else a *RetryError counting the attempts made.
 func (c *call) fail(err error, o Outcome, budget bool) error {
-	if c.attempts == 1 && !budget {
+	if c.made <= 1 && !budget {
 		return err
 	}
-	return &RetryError{Key: c.key, Attempts: c.attempts, Category: o.Category, Budget: budget, Err: err}
+	return &RetryError{Key: c.key, Attempts: c.made, Category: o.Category, Budget: budget, Err: err}
 }
 
 func (c *call) closeBody() {
@@ -622,6 +630,7 @@ func (t *Transport) attempt(c *call) attemptResult {
 		r.start = time.Now()
 	}
 	c.sent = true
+	c.made++
 	r.resp, r.err = t.base.RoundTrip(areq)
 	if r.err != nil {
 		r.resp = nil

@@ -99,8 +99,8 @@ func TestMeltPerAttemptOpensDuringThirdCall(t *testing.T) {
 		}
 		r := get(tr)
 		var re *bw.RetryError
-		if !errors.Is(r.err, bw.ErrCircuitOpen) || !errors.As(r.err, &re) || re.Attempts != 2 {
-			t.Fatalf("call 3: %v, want a RetryError ending in ErrCircuitOpen after 2 attempts", r.err)
+		if !errors.Is(r.err, bw.ErrCircuitOpen) || errors.As(r.err, &re) {
+			t.Fatalf("call 3: %v, want ErrCircuitOpen after its one attempt", r.err)
 		}
 		if u.Count() != 11 {
 			t.Fatalf("upstream saw %d requests, want 11", u.Count())
