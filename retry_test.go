@@ -13,7 +13,7 @@ func TestBackoffSequences(t *testing.T) {
 		var out []time.Duration
 		var prev time.Duration
 		for i := 1; i <= n; i++ {
-			prev = b(i, prev)
+			prev = b.Delay(i, prev)
 			out = append(out, prev)
 		}
 		return out

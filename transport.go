@@ -74,6 +74,7 @@ type config struct {
 	attemptTimeout     time.Duration
 	maxAttempts        int
 	backoff            backoffFunc
+	backoffMax         func(n int, prev time.Duration) time.Duration // nil: estimate by drawing
 	retryIf            func(context.Context, *http.Response, error) (bool, error)
 	retryNonIdempotent bool
 	bufferBodies       int64
@@ -128,8 +129,18 @@ func WithBackoff(b Backoff) Option {
 			c.errs = append(c.errs, errors.New("breakwater: WithBackoff(nil)"))
 			return
 		}
-		c.backoff = b.internal()
+		c.setBackoff(b)
 	})
+}
+
+func (c *config) setBackoff(b Backoff) {
+	c.backoff = func(n int, prev time.Duration, _ *http.Response) time.Duration { return b.Delay(n, prev) }
+	c.backoffMax = b.Delay
+	if bb, ok := b.(BoundedBackoff); ok {
+		c.backoffMax = bb.MaxDelay
+	} else if _, random := b.(BackoffFunc); random {
+		c.backoffMax = nil // a function may be random: estimate
+	}
 }
 
 // WithRetryablehttpBackoff uses a go-retryablehttp Backoff function (for
@@ -144,6 +155,7 @@ func WithRetryablehttpBackoff(fn func(min, max time.Duration, attemptNum int, re
 			return
 		}
 		c.backoff = func(n int, _ time.Duration, resp *http.Response) time.Duration { return fn(min, max, n-1, resp) }
+		c.backoffMax = nil
 	})
 }
 
@@ -265,7 +277,6 @@ func NewTransport(opts ...Option) (*Transport, error) {
 		callTimeout:    DefaultCallTimeout,
 		attemptTimeout: DefaultAttemptTimeout,
 		maxAttempts:    DefaultMaxAttempts,
-		backoff:        ExponentialJitter(DefaultBackoffBase, DefaultBackoffMax).internal(),
 		budget:         true,
 		budgetRatio:    DefaultRetryBudgetRatio,
 		budgetFloor:    DefaultRetryBudgetFloor,
@@ -273,6 +284,7 @@ func NewTransport(opts ...Option) (*Transport, error) {
 		maxKeys:        DefaultMaxBreakers,
 		idleTTL:        DefaultBreakerIdleTTL,
 	}
+	cfg.setBackoff(ExponentialJitter(DefaultBackoffBase, DefaultBackoffMax))
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&cfg)
@@ -728,24 +740,6 @@ func bufferBody(req *http.Request, limit int64) *http.Request {
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(buf), req.Body), req.Body}
 	return r
-}
-
-// worstPlan is an upper bound of the waits one failing call spends between
-// its attempts, bounded by the call timeout.
-func (c *config) worstPlan() time.Duration {
-	var total, prev time.Duration
-	for n := 1; n < c.maxAttempts; n++ {
-		var worst time.Duration
-		for range 64 { // a jittered backoff: take the largest of a few draws
-			worst = max(worst, c.backoff(n, prev, nil))
-		}
-		total += worst
-		prev = worst
-	}
-	if c.callTimeout > 0 {
-		total = min(total, c.callTimeout)
-	}
-	return total
 }
 
 // newSizedBreakers builds the transport's breakers, sizing an automatic

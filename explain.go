@@ -1,0 +1,260 @@
+package breakwater
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// plan returns the longest wait before each retry of a failing call, for
+// attempts 2 to maxAttempts: exact for a [BoundedBackoff] or a
+// deterministic one, estimated by drawing for a function.
+func (c *config) plan() []time.Duration {
+	out := make([]time.Duration, 0, c.maxAttempts-1)
+	var prev time.Duration
+	for n := 1; n < c.maxAttempts; n++ {
+		var worst time.Duration
+		if c.backoffMax != nil {
+			worst = c.backoffMax(n, prev)
+		} else {
+			for range 64 {
+				worst = max(worst, c.backoff(n, prev, nil))
+			}
+		}
+		out = append(out, worst)
+		prev = worst
+	}
+	return out
+}
+
+// worstPlan is the sum of plan, bounded by the call timeout.
+func (c *config) worstPlan() time.Duration {
+	var total time.Duration
+	for _, d := range c.plan() {
+		total += d
+	}
+	if c.callTimeout > 0 {
+		total = min(total, c.callTimeout)
+	}
+	return total
+}
+
+// Explain describes in plain words what the transport will do, with its
+// defaults resolved: the retry plan, when the breaker opens and for how
+// long, and what a fully failing call costs. It is meant for a reviewer of
+// a configuration, a startup log line or a test golden file.
+func (t *Transport) Explain() string {
+	c := &t.cfg
+	var b strings.Builder
+	line := func(indent int, label, format string, args ...any) {
+		fmt.Fprintf(&b, "%s%-17s%s\n", strings.Repeat("  ", indent), label, fmt.Sprintf(format, args...))
+	}
+	plan := c.plan()
+	b.WriteString("breakwater.Transport\n  retry\n")
+	line(2, "attempts", "up to %d", c.maxAttempts)
+	if len(plan) == 0 {
+		line(2, "delays", "none: a single attempt, never retried")
+	} else {
+		line(2, "delays", "up to %s (jittered below that), never shorter than a Retry-After", joinDurations(plan))
+	}
+	line(2, "idempotency", "%s", map[bool]string{
+		false: "GET, HEAD, OPTIONS, TRACE, PUT, DELETE and requests with an Idempotency-Key; others only when provably unsent",
+		true:  "every method (WithRetryNonIdempotent)",
+	}[c.retryNonIdempotent])
+	if c.budget {
+		line(2, "retry budget", "%.0f%% of calls + %s/s per key over %s", c.budgetRatio*100, strconv.FormatFloat(c.budgetFloor, 'f', -1, 64), formatDuration(c.budgetWindow))
+	} else {
+		line(2, "retry budget", "none")
+	}
+	line(2, "call timeout", "%s", durationOrNone(c.callTimeout))
+	line(2, "attempt timeout", "%s", durationOrNone(c.attemptTimeout))
+
+	b.WriteString("  circuit breaker\n")
+	bc := &t.breakers.cfg
+	if bc.mode == ModeDisabled {
+		line(2, "", "none: calls are never rejected by a breaker")
+	} else {
+		p := bc.policy
+		charge := "one charge per call that gives up"
+		if c.meltPerAttempt {
+			charge = "one charge per failing attempt"
+		}
+		switch p.kind {
+		case policyWindow:
+			line(2, "opens after", "%d failures within %s (%s)", p.tolerate+1, formatDuration(p.within), charge)
+		case policyConsecutive:
+			line(2, "opens after", "%d consecutive failures (%s)", p.threshold, charge)
+		case policyFailureRate:
+			line(2, "opens after", "%.0f%% failures over %s, at least %d calls", p.ratio*100, formatDuration(p.within), p.minCalls)
+		}
+		line(2, "open for", "%s, doubling on each reopen up to %s, +%.0f%% jitter", formatDuration(bc.openTimeout), formatDuration(bc.maxOpenTimeout), bc.jitter*100)
+		line(2, "half-open", "%d probe(s) at a time, %d success(es) to close", bc.maxProbes, bc.successes)
+		if bc.mode == ModeShadow {
+			line(2, "mode", "shadow: counts what it would reject, rejects nothing")
+		}
+		if bc.faultRate > 0 {
+			line(2, "fault injection", "rejects %.0f%% of admissions", bc.faultRate*100)
+		}
+	}
+
+	b.WriteString("  a fully failing call\n")
+	wait := t.cfg.worstPlan()
+	line(2, "waits", "up to %s between attempts", durationOrNone(wait))
+	switch {
+	case c.callTimeout > 0:
+		line(2, "takes", "at most %s (the call timeout)", formatDuration(c.callTimeout))
+	case c.attemptTimeout > 0:
+		line(2, "takes", "at most %s (%d attempts of up to %s, plus the waits)", formatDuration(wait+time.Duration(c.maxAttempts)*c.attemptTimeout), c.maxAttempts, formatDuration(c.attemptTimeout))
+	default:
+		line(2, "takes", "unbounded: nothing limits a single attempt")
+	}
+	return b.String()
+}
+
+// Scenario is an upstream behaviour for [Transport.Simulate].
+type Scenario struct {
+	// AttemptTime is how long each attempt takes. Default 0.
+	AttemptTime time.Duration
+	// FailFor is how long the upstream fails from the start; 0 means it
+	// never recovers.
+	FailFor time.Duration
+	// FailureRate, when in (0, 1), makes each attempt fail with that
+	// probability instead (seeded by Seed) while the upstream is failing.
+	FailureRate float64
+	Seed        uint64
+	// MaxCalls bounds the simulation. Default 100.
+	MaxCalls int
+}
+
+// SimResult is what [Transport.Simulate] found.
+type SimResult struct {
+	// OpensAfter is the number of the call that opened the breaker, or 0
+	// when it never opened.
+	OpensAfter int
+	// Calls and Attempts made, Elapsed virtual time, and the longest call.
+	Calls, Attempts int
+	Elapsed         time.Duration
+	WorstCall       time.Duration
+}
+
+// Simulate runs sequential calls against an imagined upstream in virtual
+// time with the transport's own retry plan (waits at their longest) and
+// breaker policy, and reports when the breaker would open. Like
+// ExternalService's simulate it models one caller, the counting policy and
+// the retry loop; it does not model the retry budget, concurrency or rate
+// limits, or open/half-open recovery. A failure-rate policy is modelled as
+// a window over the same outcomes.
+func (t *Transport) Simulate(s Scenario) SimResult {
+	if s.MaxCalls <= 0 {
+		s.MaxCalls = 100
+	}
+	c := &t.cfg
+	bc := &t.breakers.cfg
+	plan := c.plan()
+	rng := rand.New(rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15))
+	var (
+		res          SimResult
+		now          time.Duration
+		melts        []time.Duration // window policy
+		consec       int
+		calls, fails []time.Duration // failure-rate policy
+	)
+	failing := func() bool {
+		if s.FailFor > 0 && now >= s.FailFor {
+			return false
+		}
+		if s.FailureRate > 0 && s.FailureRate < 1 {
+			return rng.Float64() < s.FailureRate
+		}
+		return true
+	}
+	// charge records an outcome and reports whether the breaker opens.
+	charge := func(failed bool) bool {
+		if bc.mode == ModeDisabled {
+			return false
+		}
+		p := bc.policy
+		switch p.kind {
+		case policyConsecutive:
+			if !failed {
+				consec = 0
+				return false
+			}
+			consec++
+			return consec >= p.threshold
+		case policyFailureRate:
+			calls = append(calls, now)
+			if failed {
+				fails = append(fails, now)
+			}
+			calls, fails = keepWithin(calls, now, p.within), keepWithin(fails, now, p.within)
+			return failed && len(calls) >= p.minCalls && float64(len(fails)) >= p.ratio*float64(len(calls))
+		}
+		if !failed {
+			return false
+		}
+		melts = keepWithin(append(melts, now), now, p.within)
+		return len(melts) > p.tolerate
+	}
+	for res.Calls < s.MaxCalls && res.OpensAfter == 0 {
+		res.Calls++
+		start := now
+		for n := 1; ; n++ {
+			res.Attempts++
+			now += s.AttemptTime
+			failed := failing()
+			last := !failed || n >= c.maxAttempts || (c.callTimeout > 0 && now-start+plan[n-1] >= c.callTimeout)
+			if (c.meltPerAttempt || last || !failed) && charge(failed) {
+				res.OpensAfter = res.Calls
+				break
+			}
+			if last {
+				break
+			}
+			now += plan[n-1]
+		}
+		res.WorstCall = max(res.WorstCall, now-start)
+	}
+	res.Elapsed = now
+	return res
+}
+
+// keepWithin drops the times not inside (now-within, now].
+func keepWithin(ts []time.Duration, now, within time.Duration) []time.Duration {
+	i := 0
+	for i < len(ts) && ts[i] <= now-within {
+		i++
+	}
+	return ts[i:]
+}
+
+func joinDurations(ds []time.Duration) string {
+	const shown = 6
+	parts := make([]string, 0, shown+1)
+	for i, d := range ds {
+		if i == shown {
+			parts = append(parts, "…")
+			break
+		}
+		parts = append(parts, formatDuration(d))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func durationOrNone(d time.Duration) string {
+	if d <= 0 {
+		return "none"
+	}
+	return formatDuration(d)
+}
+
+// formatDuration prints whole milliseconds below a second ("250ms") and
+// seconds with at most one decimal above ("1.5s", "60s").
+func formatDuration(d time.Duration) string {
+	if d < time.Second {
+		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+	}
+	return strconv.FormatFloat(float64(d.Round(100*time.Millisecond))/float64(time.Second), 'f', -1, 64) + "s"
+}

@@ -1,0 +1,79 @@
+package breakwater_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	bw "github.com/breakwater-go/breakwater"
+)
+
+func TestSimulate(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		opts     []bw.Option
+		s        bw.Scenario
+		opens    int
+		calls    int
+		attempts int
+	}{
+		{"tolerate 10, 5 attempts", []bw.Option{bw.WithMaxAttempts(5), bw.WithBreaker(bw.WithPolicy(bw.Window(10, 0)))}, bw.Scenario{}, 11, 11, 55},
+		{"tolerate 10, 2 attempts", []bw.Option{bw.WithMaxAttempts(2), bw.WithBreaker(bw.WithPolicy(bw.Window(10, 0)))}, bw.Scenario{}, 11, 11, 22},
+		{"per attempt", []bw.Option{bw.WithMaxAttempts(5), bw.WithMeltPerAttempt(), bw.WithBreaker(bw.WithPolicy(bw.Window(10, 0)))}, bw.Scenario{}, 3, 3, 11},
+		{"tolerate 3, 5 attempts", []bw.Option{bw.WithMaxAttempts(5), bw.WithBreaker(bw.WithPolicy(bw.Window(3, 0)))}, bw.Scenario{}, 4, 4, 20},
+		{"consecutive 5", []bw.Option{bw.WithBreaker(bw.WithPolicy(bw.Consecutive(5)))}, bw.Scenario{}, 5, 5, 15},
+		{"recovers in time", nil, bw.Scenario{FailFor: 100 * time.Millisecond, MaxCalls: 50}, 0, 50, 51},
+		{"slow but fine", nil, bw.Scenario{AttemptTime: 5 * time.Second, FailFor: time.Nanosecond, MaxCalls: 20}, 0, 20, 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, err := bw.NewTransport(append(tc.opts, bw.WithoutRetryBudget())...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := tr.Simulate(tc.s)
+			if r.OpensAfter != tc.opens || r.Calls != tc.calls || r.Attempts != tc.attempts {
+				t.Fatalf("%+v, want opens after %d, %d calls, %d attempts", r, tc.opens, tc.calls, tc.attempts)
+			}
+		})
+	}
+}
+
+// The simulation agrees with the real transport on the measured contract;
+// TestMeltsOncePerExhaustedCall runs the same configuration for real.
+func TestSimulateAgreesWithTransport(t *testing.T) {
+	tr, _ := bw.NewTransport(bw.WithMaxAttempts(5), bw.WithoutRetryBudget(), bw.WithBreaker(bw.WithPolicy(bw.Window(10, 0))))
+	if r := tr.Simulate(bw.Scenario{}); r.OpensAfter != 11 {
+		t.Fatalf("simulated opening on call %d; the transport opens on call 11", r.OpensAfter)
+	}
+}
+
+// Explain spells out a configuration with its defaults resolved.
+func ExampleTransport_Explain() {
+	tr, _ := bw.NewTransport()
+	fmt.Print(tr.Explain())
+	// Output:
+	// breakwater.Transport
+	//   retry
+	//     attempts         up to 3
+	//     delays           up to 100ms, 200ms (jittered below that), never shorter than a Retry-After
+	//     idempotency      GET, HEAD, OPTIONS, TRACE, PUT, DELETE and requests with an Idempotency-Key; others only when provably unsent
+	//     retry budget     20% of calls + 3/s per key over 10s
+	//     call timeout     30s
+	//     attempt timeout  10s
+	//   circuit breaker
+	//     opens after      11 failures within 10s (one charge per call that gives up)
+	//     open for         5s, doubling on each reopen up to 60s, +10% jitter
+	//     half-open        1 probe(s) at a time, 2 success(es) to close
+	//   a fully failing call
+	//     waits            up to 300ms between attempts
+	//     takes            at most 30s (the call timeout)
+}
+
+// Simulate answers "when does my breaker open in a total outage?" before
+// any traffic flows.
+func ExampleTransport_Simulate() {
+	tr, _ := bw.NewTransport(bw.WithMaxAttempts(4), bw.WithBreaker(bw.WithPolicy(bw.Window(5, 0))))
+	r := tr.Simulate(bw.Scenario{AttemptTime: 50 * time.Millisecond})
+	fmt.Printf("opens on call %d after %d attempts and %s; the slowest call took %s\n", r.OpensAfter, r.Attempts, r.Elapsed, r.WorstCall)
+	// Output: opens on call 6 after 24 attempts and 5.4s; the slowest call took 900ms
+}
