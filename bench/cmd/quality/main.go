@@ -69,6 +69,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var rep quality.Report
 	var err error
 	if *procs > 1 {
+		cfg.Procs = min(*procs, len(builders))
 		rep, err = children(ctx, cfg, builders, *procs, stderr)
 	} else {
 		rep, err = quality.Run(ctx, cfg, builders, stderr)

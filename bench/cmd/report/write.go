@@ -71,6 +71,7 @@ func write(w io.Writer, r results, q quality.Report, env [][2]string, stat strin
 		fmt.Fprint(w, "Not speed figures: what each library does to an upstream that is failing, and what it leaves behind. ")
 		quality.Markdown(w, q)
 		fmt.Fprint(w, "Reading the Retry-After columns: *retries before Retry-After* counts a call's own retries that came earlier than the hint its previous attempt got. *Requests inside another call's Retry-After* is the server's view: the client was told to wait, yet another of its calls arrived (10 ms after the 429 at the earliest, so requests already on the wire do not count). Per-call waiting cannot bring that to 0, and jittered waits make retries of different calls land in each other's windows; a client-wide pause per host can, and so can a breaker that opens on 429s.\n\n")
+		fmt.Fprint(w, "Why the peers rarely fail fast: each retries its own breaker's rejection as it retries any error (failsafehttp's retry policy, go-retryablehttp's `DefaultRetryPolicy`, `backoff.Retry`, go-resiliency's default classifier), so a call that meets an open breaker still waits out its backoff before giving up. Each can be told not to (`AbortOnErrors(circuitbreaker.ErrOpen)`, a `CheckRetry`, `backoff.Permanent`, a classifier), but that is not how their documentation composes them. breakwater never retries its own rejections.\n\n")
 	}
 
 	if stat != "" {

@@ -48,6 +48,9 @@ type Config struct {
 	Settle time.Duration
 	// Deadline aborts a scenario that runs longer (a stuck library).
 	Deadline time.Duration
+	// Procs is how many libraries ran at once, each in its own process
+	// (set by cmd/quality; 1 when they ran one after the other).
+	Procs int
 }
 
 // DefaultConfig is the configuration run.sh uses: 200 calls from 8
@@ -62,6 +65,7 @@ func DefaultConfig() Config {
 		FastFail:   10 * time.Millisecond,
 		Settle:     2 * time.Second,
 		Deadline:   45 * time.Second,
+		Procs:      1,
 	}
 }
 

@@ -24,6 +24,9 @@ type StackConfig struct{ Name, Config string }
 func Markdown(w io.Writer, r Report) {
 	cfg := r.Config
 	fmt.Fprintf(w, "%d calls from %d goroutines per library and scenario, each on a fresh loopback `httptest` server and a fresh clone of `http.DefaultTransport`, calls made with `client.Do` and no context of their own (as `client.Get` does). ", cfg.Calls, cfg.Workers)
+	if cfg.Procs > 1 {
+		fmt.Fprintf(w, "Each library ran in a process of its own, %d at a time (latencies here are timeouts and backoff, not CPU). ", cfg.Procs)
+	}
 	fmt.Fprintf(w, "Every library gets 3 attempts, a breaker, a %s timeout per attempt and exponential backoff %s–%s (jitter as the library does it). ", cfg.Options.AttemptTimeout, cfg.Options.BackoffBase, cfg.Options.BackoffMax)
 	fmt.Fprintf(w, "*Failed fast*: failed in under %s. *Left*: goroutines (client and server side) and server connections still there after the calls returned, idle connections were closed and up to %s passed.\n\n", cfg.FastFail, cfg.Settle)
 	for _, sc := range Scenarios(cfg) {

@@ -81,7 +81,7 @@ func Breakwater(base http.RoundTripper, o Options) (Stack, error) {
 	} else {
 		cfg += " 100ms–5s"
 	}
-	cfg += ", Retry-After honoured, retry budget 20 % + 3/s; breaker per host Window(10, auto), 5 s open; attempt timeout "
+	cfg += ", Retry-After honoured, retry budget 20 % + 3/s; breaker per host Window(10, auto), 5 s open; everything else as NewTransport sets it; attempt timeout "
 	if o.AttemptTimeout > 0 {
 		opts = append(opts, bw.WithAttemptTimeout(o.AttemptTimeout))
 		cfg += o.AttemptTimeout.String()
