@@ -1,0 +1,251 @@
+// Command report writes RESULTS.md from what bench/run.sh collected: the
+// benchmark output (several rounds appended), the quality harness's JSON,
+// benchstat's output and a description of the machine.
+//
+//	go run ./cmd/report -bench bench.txt -quality quality.json \
+//		-benchstat benchstat.txt -env env.txt > RESULTS.md
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/breakwater-go/breakwater/bench/internal/quality"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "report:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	benchFile := fs.String("bench", "", "go test -bench output")
+	qualityFile := fs.String("quality", "", "cmd/quality -json output")
+	benchstatFile := fs.String("benchstat", "", "benchstat output (optional)")
+	envFile := fs.String("env", "", "key: value lines describing the run")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	f, err := os.Open(*benchFile)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	res, err := parseBench(f)
+	if err != nil {
+		return err
+	}
+	var q quality.Report
+	if *qualityFile != "" {
+		b, err := os.ReadFile(*qualityFile)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(b, &q); err != nil {
+			return fmt.Errorf("%s: %w", *qualityFile, err)
+		}
+	}
+	env, err := readEnv(*envFile)
+	if err != nil {
+		return err
+	}
+	var stat string
+	if *benchstatFile != "" {
+		b, err := os.ReadFile(*benchstatFile)
+		if err != nil {
+			return err
+		}
+		stat = string(b)
+	}
+	w := bufio.NewWriter(stdout)
+	write(w, res, q, env, stat)
+	return w.Flush()
+}
+
+// key identifies one benchmark configuration.
+type key struct {
+	group, run, lib string
+	cpu             int
+}
+
+// sample is one run's figures.
+type sample struct{ ns, bytes, allocs float64 }
+
+// results holds the samples of every configuration, in the order first
+// seen.
+type results struct {
+	order   []key
+	samples map[key][]sample
+}
+
+var cpuSuffix = regexp.MustCompile(`-(\d+)$`)
+
+// parseBench reads go test -bench output: lines like
+// "BenchmarkGroup/run=serial/lib=name-2  N  12.3 ns/op  0 B/op  0 allocs/op".
+func parseBench(r io.Reader) (results, error) {
+	res := results{samples: map[key][]sample{}}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		name := strings.TrimPrefix(f[0], "Benchmark")
+		k := key{cpu: 1}
+		if m := cpuSuffix.FindStringSubmatch(name); m != nil {
+			k.cpu, _ = strconv.Atoi(m[1])
+			name = name[:len(name)-len(m[0])]
+		}
+		parts := strings.Split(name, "/")
+		k.group = parts[0]
+		for _, p := range parts[1:] {
+			switch k2, v, _ := strings.Cut(p, "="); k2 {
+			case "run":
+				k.run = v
+			case "lib":
+				k.lib = v
+			}
+		}
+		if k.run == "" || k.lib == "" {
+			continue
+		}
+		var s sample
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				return res, fmt.Errorf("%q: %w", sc.Text(), err)
+			}
+			switch f[i+1] {
+			case "ns/op":
+				s.ns = v
+			case "B/op":
+				s.bytes = v
+			case "allocs/op":
+				s.allocs = v
+			}
+		}
+		if _, ok := res.samples[k]; !ok {
+			res.order = append(res.order, k)
+		}
+		res.samples[k] = append(res.samples[k], s)
+	}
+	return res, sc.Err()
+}
+
+// median returns the median of each figure of k's samples, and the spread
+// of ns/op: (max - min) / median.
+func (r results) median(k key) (m sample, spread float64, n int, ok bool) {
+	ss := r.samples[k]
+	if len(ss) == 0 {
+		return m, 0, 0, false
+	}
+	pick := func(f func(sample) float64) float64 {
+		v := make([]float64, len(ss))
+		for i, s := range ss {
+			v[i] = f(s)
+		}
+		slices.Sort(v)
+		if len(v)%2 == 1 {
+			return v[len(v)/2]
+		}
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	m = sample{pick(func(s sample) float64 { return s.ns }), pick(func(s sample) float64 { return s.bytes }), pick(func(s sample) float64 { return s.allocs })}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, s := range ss {
+		lo, hi = min(lo, s.ns), max(hi, s.ns)
+	}
+	if m.ns > 0 {
+		spread = (hi - lo) / m.ns
+	}
+	return m, spread, len(ss), true
+}
+
+// variants returns the (run, cpu) pairs measured in group, in order.
+func (r results) variants(group string) []key {
+	var out []key
+	for _, k := range r.order {
+		v := key{group: group, run: k.run, cpu: k.cpu}
+		if k.group == group && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b key) int {
+		if a.run != b.run {
+			return strings.Compare(b.run, a.run) // serial before parallel
+		}
+		return a.cpu - b.cpu
+	})
+	return out
+}
+
+// libs returns the libraries measured in group, in order.
+func (r results) libs(group string) []string {
+	var out []string
+	for _, k := range r.order {
+		if k.group == group && !slices.Contains(out, k.lib) {
+			out = append(out, k.lib)
+		}
+	}
+	return out
+}
+
+func (r results) ns(group, run, lib string, cpu int) (float64, bool) {
+	m, _, _, ok := r.median(key{group, run, lib, cpu})
+	return m.ns, ok
+}
+
+func variantName(v key) string {
+	if v.run == "serial" {
+		return "serial"
+	}
+	return fmt.Sprintf("parallel, %d CPU", v.cpu)
+}
+
+func readEnv(path string) ([][2]string, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var env [][2]string
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			env = append(env, [2]string{strings.TrimSpace(k), strings.TrimSpace(v)})
+		}
+	}
+	return env, nil
+}
+
+func lookup(env [][2]string, k string) string {
+	for _, kv := range env {
+		if kv[0] == k {
+			return kv[1]
+		}
+	}
+	return "?"
+}
+
+func all(env [][2]string, k string) []string {
+	var out []string
+	for _, kv := range env {
+		if kv[0] == k {
+			out = append(out, kv[1])
+		}
+	}
+	return out
+}

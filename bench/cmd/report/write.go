@@ -1,0 +1,236 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/breakwater-go/breakwater/bench/internal/quality"
+)
+
+// group describes one benchmark group of RESULTS.md.
+type group struct {
+	name, title, about string
+	// base is the row the others' overhead is measured from, if any.
+	base string
+	// tag is the build tag of the file that adds breakwater's row, when
+	// that row depends on code still to land.
+	tag string
+}
+
+var groups = []group{
+	{"BreakerClosed", "Breaker closed: admit a call and record its success",
+		"One breaker, no registry lookup. gobreaker: `Execute`; gobreaker-twostep: `TwoStepCircuitBreaker.Allow` then `done(nil)`; failsafe-go: `TryAcquirePermit` + `RecordSuccess`; failsafe-go-executor: `failsafe.With(cb).Get`; hystrix-go: `hystrix.Do`; go-resiliency: `Breaker.Run`.", "", ""},
+	{"BreakerOpen", "Breaker open: reject a call",
+		"The same breakers, forced or tripped open for an hour.", "", ""},
+	{"Retry", "Retry wrapper, first attempt succeeds",
+		"Over an in-memory transport answering 200. breakwater: `NewTransport` with the breaker and both timeouts off; breakwater-stage: `RetryStage` (the stage `Chain` composes); failsafehttp: `NewRoundTripper` with `NewRetryPolicyBuilder`; go-retryablehttp: its `RoundTripper`, nil logger; cenkalti-backoff and go-resiliency retry a function making the same `RoundTrip`.", "", ""},
+	{"Transport", "Whole outbound stack, in-memory base answering a canned 200",
+		"bare: the base alone. breakwater: `NewTransport` defaults (call timeout, retry, breaker, attempt timeout). breakwater-notimeouts: retry and breaker only, like failsafehttp. failsafehttp: retry policy and breaker. failsafehttp-timeouts: timeout, retry, breaker, timeout, like breakwater's default. go-retryablehttp: nil logger, no breaker. gobreaker: a breaker around `RoundTrip`. *Overhead* is the stack's ns/op minus bare's.", "bare", ""},
+	{"TransportLoopback", "Whole outbound stack over a loopback httptest server",
+		"The same stacks, each over its own clone of `http.DefaultTransport`, to a server answering 200 \"ok\": the network dominates, the stacks' cost is the difference to bare, and an overhead smaller than the spread is noise.", "bare", ""},
+	{"Inbound", "Inbound: chi router with a per-client rate limiter",
+		"`ServeHTTP` straight into a reusable recorder, requests cycling through 256 client addresses, limits high enough never to reject. chi: the router alone; httprate: `LimitByIP`. *Overhead* is the ns/op minus chi's.", "chi", "middleware"},
+	{"RateAdmission", "Rate admission: one token from a limiter with plenty",
+		"x-time-rate: `rate.Limiter.Allow`; failsafe-go: smooth `RateLimiter.TryAcquirePermit`.", "", "limits"},
+}
+
+func write(w io.Writer, r results, q quality.Report, env [][2]string, stat string) {
+	fmt.Fprint(w, "# Comparative benchmarks and resilience quality\n\n")
+	fmt.Fprintf(w, "Written by `bench/run.sh` on %s; do not edit by hand, run it again. ", lookup(env, "date"))
+	fmt.Fprint(w, "The suite and the harness live in [`bench/`](.): see [`doc.go`](doc.go), the `*_test.go` files and [`internal/stacks`](internal/stacks/stacks.go) for exactly what each row runs.\n\n")
+
+	fmt.Fprint(w, "## Machine and settings\n\n")
+	fmt.Fprintf(w, "- machine: %s CPUs (`nproc`), %s, %s\n", lookup(env, "nproc"), lookup(env, "cpu"), lookup(env, "os"))
+	fmt.Fprintf(w, "- Go: `%s`\n", lookup(env, "go"))
+	fmt.Fprintf(w, "- load average (1, 5, 15 min) at the start: %s; at the end: %s\n", lookup(env, "load start"), lookup(env, "load end"))
+	fmt.Fprintf(w, "- benchmarks: `-benchtime %s`, %s rounds of the whole suite (`-count 1` each, so noise spreads over every library alike), serial runs at `-cpu 1`, parallel (`b.RunParallel`) at `-cpu %s`; build tags: %s\n",
+		lookup(env, "benchtime"), lookup(env, "rounds"), lookup(env, "cpus"), lookup(env, "tags"))
+	if note := lookup(env, "note"); note != "?" {
+		fmt.Fprintf(w, "- %s\n", note)
+	}
+	fmt.Fprint(w, "\nPeer versions (`bench/go.mod`):\n\n| module | version |\n|---|---|\n")
+	for _, p := range all(env, "module") {
+		path, version, _ := strings.Cut(p, " ")
+		fmt.Fprintf(w, "| %s | %s |\n", path, version)
+	}
+	fmt.Fprintln(w)
+
+	writeTargets(w, r, q)
+
+	fmt.Fprint(w, "## Speed\n\n")
+	fmt.Fprint(w, "Median of the rounds for each figure. *vs breakwater* is the library's ns/op divided by breakwater's in the same setting: above 1, slower than breakwater. *Spread* is (max − min) / median of ns/op over the rounds: large spreads mean a noisy machine. Parallel runs at 1 CPU include `RunParallel`'s own bookkeeping.\n\n")
+	for _, g := range groups {
+		writeGroup(w, r, g)
+	}
+
+	fmt.Fprint(w, "## Resilience quality\n\n")
+	if len(q.Results) == 0 {
+		fmt.Fprint(w, "Not run.\n\n")
+	} else {
+		fmt.Fprint(w, "Not speed figures: what each library does to an upstream that is failing, and what it leaves behind. ")
+		quality.Markdown(w, q)
+		fmt.Fprint(w, "Reading the Retry-After columns: *retries before Retry-After* counts a call's own retries that came earlier than the hint its previous attempt got. *Requests inside another call's Retry-After* is the server's view: the client was told to wait, yet another of its calls arrived (10 ms after the 429 at the earliest, so requests already on the wire do not count). Per-call waiting cannot bring that to 0, and jittered waits make retries of different calls land in each other's windows; a client-wide pause per host can, and so can a breaker that opens on 429s.\n\n")
+		fmt.Fprint(w, "Why the peers rarely fail fast: each retries its own breaker's rejection as it retries any error (failsafehttp's retry policy, go-retryablehttp's `DefaultRetryPolicy`, `backoff.Retry`, go-resiliency's default classifier), so a call that meets an open breaker still waits out its backoff before giving up. Each can be told not to (`AbortOnErrors(circuitbreaker.ErrOpen)`, a `CheckRetry`, `backoff.Permanent`, a classifier), but that is not how their documentation composes them. breakwater never retries its own rejections.\n\n")
+	}
+
+	if stat != "" {
+		fmt.Fprint(w, "## benchstat\n\nThe same runs through `benchstat -col /lib` (ns/op only, one table per group; the first column is the base of the comparison), with 95 % confidence intervals and p-values.\n\n<details><summary>benchstat output</summary>\n\n```\n")
+		fmt.Fprint(w, strings.TrimSpace(stat))
+		fmt.Fprint(w, "\n```\n\n</details>\n")
+	}
+}
+
+func writeGroup(w io.Writer, r results, g group) {
+	libs := r.libs(g.name)
+	if len(libs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "### %s\n\n%s\n\n", g.title, g.about)
+	if !contains(libs, "breakwater") && g.tag != "" {
+		fmt.Fprintf(w, "No breakwater row in this run: it comes from the files with build tag `%s`, which `run.sh` includes as soon as they build.\n\n", g.tag)
+	}
+	fmt.Fprint(w, "| run | library | ns/op | B/op | allocs/op | vs breakwater |")
+	if g.base != "" {
+		fmt.Fprint(w, " overhead ns/op | overhead vs breakwater's |")
+	}
+	fmt.Fprint(w, " spread |\n|---|---|--:|--:|--:|--:|")
+	if g.base != "" {
+		fmt.Fprint(w, "--:|--:|")
+	}
+	fmt.Fprint(w, "--:|\n")
+	for _, v := range r.variants(g.name) {
+		bwNS, hasBW := r.ns(g.name, v.run, "breakwater", v.cpu)
+		baseNS, hasBase := r.ns(g.name, v.run, g.base, v.cpu)
+		for _, lib := range libs {
+			m, spread, _, ok := r.median(key{g.name, v.run, lib, v.cpu})
+			if !ok {
+				continue
+			}
+			name := lib
+			if lib == "breakwater" {
+				name = "**breakwater**"
+			}
+			vs := "–"
+			if hasBW && bwNS > 0 {
+				vs = fmt.Sprintf("%.2f", m.ns/bwNS)
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %.0f | %.0f | %s |", variantName(v), name, fmtNS(m.ns), m.bytes, m.allocs, vs)
+			if g.base != "" {
+				over, overVS := "–", "–"
+				if hasBase && lib != g.base {
+					over = fmtNS(m.ns - baseNS)
+					if hasBW && bwNS-baseNS > 0 {
+						overVS = fmt.Sprintf("%.2f", (m.ns-baseNS)/(bwNS-baseNS))
+					}
+				}
+				fmt.Fprintf(w, " %s | %s |", over, overVS)
+			}
+			fmt.Fprintf(w, " %.0f %% |\n", 100*spread)
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// writeTargets checks the figures the issue sets for breakwater.
+func writeTargets(w io.Writer, r results, q quality.Report) {
+	fmt.Fprint(w, "## Targets\n\n")
+	fmt.Fprint(w, "Figures per setting (serial; parallel at 1 CPU; parallel at 2 CPUs) as breakwater's share of the peer's: 0.25 means breakwater takes a quarter of the peer's time.\n\n")
+	fmt.Fprint(w, "| target | measured | met |\n|---|---|---|\n")
+
+	// share is lib's ns/op (or overhead over base) as a fraction of peer's,
+	// per setting.
+	share := func(group, lib, peer, base string) []float64 {
+		var out []float64
+		for _, v := range r.variants(group) {
+			a, okA := r.ns(group, v.run, lib, v.cpu)
+			p, okP := r.ns(group, v.run, peer, v.cpu)
+			b, okB := r.ns(group, v.run, base, v.cpu)
+			switch {
+			case !okA || !okP:
+				continue
+			case base != "" && !okB:
+				continue
+			case base != "":
+				a, p = a-b, p-b
+			}
+			out = append(out, a/p)
+		}
+		return out
+	}
+	// row writes one target; limit 0 marks a row given for comparison.
+	row := func(what, group, lib, peer, base string, limit float64) {
+		got := share(group, lib, peer, base)
+		if len(got) == 0 {
+			fmt.Fprintf(w, "| %s | no %s row in this run | – |\n", what, lib)
+			return
+		}
+		met, parts := "yes", make([]string, len(got))
+		for i, s := range got {
+			parts[i] = fmt.Sprintf("%.2f", s)
+			if s > limit || s < 0 {
+				met = "**no**"
+			}
+		}
+		if limit == 0 {
+			met = "(for comparison)"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s |\n", what, strings.Join(parts, "; "), met)
+	}
+	row("breaker closed success ≤ 1/4 of gobreaker's ns/op (`Execute`)", "BreakerClosed", "breakwater", "gobreaker", "", 0.25)
+	row("… against gobreaker's two-step API", "BreakerClosed", "breakwater", "gobreaker-twostep", "", 0.25)
+	row("open rejection ≤ 1/2 of gobreaker's", "BreakerOpen", "breakwater", "gobreaker", "", 0.5)
+	row("whole-chain overhead over bare ≤ 1/2 of failsafehttp's (breakwater's default chain, with its two timeouts, against failsafehttp's retry + breaker)", "Transport", "breakwater", "failsafehttp", "bare", 0.5)
+	row("… like for like: retry + breaker on both sides", "Transport", "breakwater-notimeouts", "failsafehttp", "bare", 0)
+	row("… like for like: timeout, retry, breaker, timeout on both sides", "Transport", "breakwater", "failsafehttp-timeouts", "bare", 0)
+	row("inbound per-client limiter overhead over chi ≤ 1/5 of httprate's", "Inbound", "breakwater", "httprate", "chi", 0.2)
+
+	if len(q.Results) == 0 {
+		fmt.Fprint(w, "| quality targets | quality harness not run | – |\n\n")
+		return
+	}
+	if d, ok := q.Find("breakwater", quality.Down); ok {
+		per := float64(d.Requests) / float64(d.Calls)
+		fmt.Fprintf(w, "| load amplification against a hard-down upstream ≤ 1.2 upstream requests per call | %.2f (%d requests for %d calls) | %s |\n", per, d.Requests, d.Calls, yes(per <= 1.2))
+	}
+	if t, ok := q.Find("breakwater", quality.Throttle); ok {
+		fmt.Fprintf(w, "| 0 requests before Retry-After: a call's retries | %d | %s |\n", t.EarlyRetries, yes(t.EarlyRetries == 0))
+		fmt.Fprintf(w, "| … any call, while another call's Retry-After runs (server's view) | %d | %s |\n", t.EarlyAny, yes(t.EarlyAny == 0))
+	}
+	var g, c int
+	var scen []string
+	for _, res := range q.Results {
+		if res.Library == "breakwater" {
+			g += res.Goroutines
+			c += res.Conns
+			scen = append(scen, string(res.Scenario))
+		}
+	}
+	fmt.Fprintf(w, "| 0 leaks | %d goroutines, %d connections left over %s | %s |\n\n", g, c, strings.Join(scen, ", "), yes(g == 0 && c == 0))
+}
+
+func yes(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "**no**"
+}
+
+func fmtNS(ns float64) string {
+	switch a := max(ns, -ns); {
+	case a < 10:
+		return fmt.Sprintf("%.2f", ns)
+	case a < 100:
+		return fmt.Sprintf("%.1f", ns)
+	}
+	return fmt.Sprintf("%.0f", ns)
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

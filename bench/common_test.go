@@ -1,0 +1,98 @@
+package bench_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"testing"
+)
+
+// A lib is one library's way of doing a group's work. setup runs once per
+// benchmark and returns a factory of workers: one worker per goroutine (a
+// worker may keep per-goroutine state), each doing the work once per call.
+type lib struct {
+	name  string
+	setup func(b *testing.B) func() func() error
+}
+
+// compare runs every lib serially (b.Loop) and in parallel (b.RunParallel),
+// as Group/run=serial/lib=name and Group/run=parallel/lib=name. run.sh runs
+// the serial ones at -cpu 1 and the parallel ones at -cpu 1,2.
+func compare(b *testing.B, libs []lib) {
+	b.Run("run=serial", func(b *testing.B) {
+		for _, l := range libs {
+			b.Run("lib="+l.name, func(b *testing.B) {
+				work := l.setup(b)()
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := work(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	})
+	b.Run("run=parallel", func(b *testing.B) {
+		for _, l := range libs {
+			b.Run("lib="+l.name, func(b *testing.B) {
+				newWorker := l.setup(b)
+				var failed atomic.Pointer[error]
+				fail := func(err error) { failed.CompareAndSwap(nil, &err) }
+				b.ReportAllocs()
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					work := newWorker()
+					for pb.Next() {
+						if err := work(); err != nil {
+							fail(err)
+						}
+					}
+				})
+				if err := failed.Load(); err != nil {
+					b.Fatal(*err)
+				}
+			})
+		}
+	})
+}
+
+// same returns a factory that hands every goroutine the same worker, for
+// work that keeps no per-goroutine state.
+func same(work func() error) func() func() error {
+	return func() func() error { return work }
+}
+
+// cannedOK is an in-memory base transport that answers 200 with an empty
+// body and allocates nothing beyond the response it must return.
+type cannedOK struct{}
+
+func (cannedOK) RoundTrip(req *http.Request) (*http.Response, error) {
+	return &http.Response{Status: "200 OK", StatusCode: 200, Body: http.NoBody, Request: req, ProtoMajor: 1, ProtoMinor: 1}, nil
+}
+
+// roundTrip sends req through rt, reads and closes the body, and checks the
+// status: the work of one outbound call.
+func roundTrip(rt http.RoundTripper, req *http.Request) error {
+	return finish(rt.RoundTrip(req))
+}
+
+// finish reads and closes a call's response body and checks its status.
+func finish(resp *http.Response, err error) error {
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
+}
+
+var (
+	errAdmitted = errors.New("admitted while open")
+	errRejected = errors.New("rejected while closed")
+	errFailure  = errors.New("failure")
+)

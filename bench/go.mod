@@ -1,0 +1,28 @@
+module github.com/breakwater-go/breakwater/bench
+
+go 1.26.0
+
+replace github.com/breakwater-go/breakwater => ../
+
+require (
+	github.com/afex/hystrix-go v0.0.0-20180502004556-fa1af6a1f4f5
+	github.com/breakwater-go/breakwater v0.0.0-00010101000000-000000000000
+	github.com/cenkalti/backoff/v5 v5.0.3
+	github.com/eapache/go-resiliency v1.7.0
+	github.com/failsafe-go/failsafe-go v0.9.8
+	github.com/go-chi/chi/v5 v5.5.0
+	github.com/go-chi/httprate v0.16.1
+	github.com/hashicorp/go-retryablehttp v0.7.8
+	github.com/sony/gobreaker/v2 v2.4.0
+	golang.org/x/time v0.16.0
+)
+
+require (
+	github.com/bits-and-blooms/bitset v1.24.4 // indirect
+	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
+	github.com/influxdata/tdigest v0.0.1 // indirect
+	github.com/klauspost/cpuid/v2 v2.2.10 // indirect
+	github.com/smartystreets/goconvey v1.8.1 // indirect
+	github.com/zeebo/xxh3 v1.0.2 // indirect
+	golang.org/x/sys v0.30.0 // indirect
+)

@@ -1,0 +1,89 @@
+package bench_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	bw "github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/bench/internal/stacks"
+	"github.com/failsafe-go/failsafe-go/failsafehttp"
+	"github.com/failsafe-go/failsafe-go/timeout"
+)
+
+// outboundLibs are the whole outbound stacks, each over the base transport
+// newBase returns (called once per stack). The rows the issue asks for:
+// bare (the base alone), breakwater's default chain, failsafehttp with retry
+// and breaker, go-retryablehttp with a nil logger, gobreaker around
+// RoundTrip. Two rows make like-for-like comparisons with breakwater's
+// default, which also runs a call and an attempt timeout: breakwater without
+// timeouts (retry + breaker, as failsafehttp) and failsafehttp with both
+// timeouts (timeout, retry, breaker, timeout).
+func outboundLibs(newBase func() http.RoundTripper, url string) []lib {
+	stack := func(build func(base http.RoundTripper) (http.RoundTripper, error)) func(b *testing.B) func() func() error {
+		return func(b *testing.B) func() func() error {
+			base := newBase()
+			rt, err := build(base)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() {
+				if c, ok := base.(interface{ CloseIdleConnections() }); ok {
+					c.CloseIdleConnections()
+				}
+			})
+			req := benchRequest(b, url)
+			return same(func() error { return roundTrip(rt, req) })
+		}
+	}
+	return []lib{
+		{"bare", stack(func(base http.RoundTripper) (http.RoundTripper, error) { return base, nil })},
+		{"breakwater", stack(func(base http.RoundTripper) (http.RoundTripper, error) {
+			return bw.NewTransport(bw.WithBase(base))
+		})},
+		{"breakwater-notimeouts", stack(func(base http.RoundTripper) (http.RoundTripper, error) {
+			return bw.NewTransport(bw.WithBase(base), bw.WithCallTimeout(0), bw.WithAttemptTimeout(0))
+		})},
+		{"failsafehttp", stack(func(base http.RoundTripper) (http.RoundTripper, error) {
+			return failsafehttp.NewRoundTripper(base, stacks.FailsafeRetry(stacks.Options{}), stacks.FailsafeBreaker()), nil
+		})},
+		{"failsafehttp-timeouts", stack(func(base http.RoundTripper) (http.RoundTripper, error) {
+			return failsafehttp.NewRoundTripper(base,
+				timeout.New[*http.Response](bw.DefaultCallTimeout),
+				stacks.FailsafeRetry(stacks.Options{}),
+				stacks.FailsafeBreaker(),
+				timeout.New[*http.Response](bw.DefaultAttemptTimeout),
+			), nil
+		})},
+		{"go-retryablehttp", stack(func(base http.RoundTripper) (http.RoundTripper, error) {
+			return stacks.Retryablehttp(base, stacks.Options{}, false), nil
+		})},
+		{"gobreaker", stack(func(base http.RoundTripper) (http.RoundTripper, error) {
+			return stacks.Gobreaker(base), nil
+		})},
+	}
+}
+
+// BenchmarkTransport: one call through each whole outbound stack over an
+// in-memory base transport that answers a canned 200, so the figures are
+// the stacks' own cost.
+func BenchmarkTransport(b *testing.B) {
+	compare(b, outboundLibs(func() http.RoundTripper { return cannedOK{} }, memURL))
+}
+
+// BenchmarkTransportLoopback: the same stacks over a real loopback
+// connection to an httptest server answering 200 "ok", each stack with its
+// own clone of http.DefaultTransport (keep-alive, enough idle connections
+// for the parallel runs).
+func BenchmarkTransportLoopback(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok"))
+	}))
+	defer srv.Close()
+	newBase := func() http.RoundTripper {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 64
+		return t
+	}
+	compare(b, outboundLibs(newBase, srv.URL+"/v1/items/42"))
+}
