@@ -1,5 +1,7 @@
 module github.com/breakwater-go/breakwater
 
-go 1.25
+go 1.26.0
 
 require go.uber.org/goleak v1.3.0
+
+require golang.org/x/time v0.16.0
