@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +16,7 @@ import (
 	"time"
 
 	bw "github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/breakwatertest"
 )
 
 func newBulkhead(t *testing.T, limit int, opts ...bw.BulkheadOption) *bw.Bulkhead {
@@ -264,6 +268,253 @@ func TestBulkheadsRegistry(t *testing.T) {
 	if s, err := none.Acquire(context.Background(), "a"); err != nil || s.Held() || none.Limit("a") != 0 {
 		t.Fatal("a nil registry refused or holds a slot")
 	}
+}
+
+// scheduleCall is one call of a generated schedule: when it starts, what
+// the upstream does with it (sent as headers) and what the caller does with
+// the response.
+type scheduleCall struct {
+	at     time.Duration
+	header http.Header
+	caller string        // "read", "close", "cancel", "leave"
+	after  time.Duration // think time before close, or time until cancel
+}
+
+// scheduleStep turns a request's X-Test-* headers into a step.
+func scheduleStep(_ int, r *http.Request) breakwatertest.Step {
+	ms := func(k string) time.Duration {
+		n, _ := strconv.Atoi(r.Header.Get(k))
+		return time.Duration(n) * time.Millisecond
+	}
+	s := breakwatertest.Step{Delay: ms("X-Test-Delay"), SlowBody: ms("X-Test-Slow"), Hang: r.Header.Get("X-Test-Hang") != ""}
+	if s.SlowBody > 0 {
+		s.BodySize, s.ChunkSize = 8<<10, 1<<10
+	}
+	if st, _ := strconv.Atoi(r.Header.Get("X-Test-Status")); st != 0 {
+		s.Status = st
+	}
+	return s
+}
+
+func generateSchedule(r *rand.Rand, n int) []scheduleCall {
+	calls := make([]scheduleCall, n)
+	for i := range calls {
+		h := http.Header{}
+		switch r.IntN(5) {
+		case 0:
+			h.Set("X-Test-Delay", strconv.Itoa(r.IntN(600)))
+		case 1:
+			h.Set("X-Test-Slow", strconv.Itoa(20+r.IntN(150)))
+		case 2:
+			h.Set("X-Test-Hang", "1")
+		case 3:
+			h.Set("X-Test-Status", "503")
+			h.Set("X-Test-Delay", strconv.Itoa(r.IntN(100)))
+		}
+		calls[i] = scheduleCall{
+			at:     time.Duration(r.IntN(2000)) * time.Millisecond,
+			header: h,
+			caller: []string{"read", "close", "cancel", "leave"}[r.IntN(4)],
+			after:  time.Duration(r.IntN(1500)) * time.Millisecond,
+		}
+	}
+	return calls
+}
+
+// serverSpans records, on the bubble's clock, when each request's handler
+// ran: from its start until its request context ended (the handler
+// returned or the client went away).
+type serverSpans struct {
+	mu    sync.Mutex
+	spans [][2]time.Time
+}
+
+func (s *serverSpans) wrap(fn func(int, *http.Request) breakwatertest.Step) func(int, *http.Request) breakwatertest.Step {
+	return func(n int, r *http.Request) breakwatertest.Step {
+		start := time.Now()
+		s.mu.Lock()
+		i := len(s.spans)
+		s.spans = append(s.spans, [2]time.Time{start})
+		s.mu.Unlock()
+		context.AfterFunc(r.Context(), func() {
+			s.mu.Lock()
+			s.spans[i][1] = time.Now()
+			s.mu.Unlock()
+		})
+		return fn(n, r)
+	}
+}
+
+// maxOverlap is the largest number of spans [start, end) in progress at
+// one instant. A span that ends at t and one that starts at t do not
+// overlap: a slot handed over at t counts once.
+func (s *serverSpans) maxOverlap() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	type edge struct {
+		at    time.Time
+		delta int
+	}
+	var edges []edge
+	for _, sp := range s.spans {
+		edges = append(edges, edge{sp[0], +1}, edge{sp[1], -1})
+	}
+	slices.SortFunc(edges, func(a, b edge) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return a.delta - b.delta // ends before starts
+	})
+	n, worst := 0, 0
+	for _, e := range edges {
+		n += e.delta
+		worst = max(worst, n)
+	}
+	return worst
+}
+
+func runSchedule(t *testing.T, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 42))
+	var spans serverSpans
+	u := breakwatertest.NewPipeUpstreamFunc(t, spans.wrap(scheduleStep))
+	var opts []bw.BulkheadOption
+	if r.IntN(2) == 0 {
+		opts = append(opts, bw.WithBulkheadQueue(1+r.IntN(8), time.Duration(50+r.IntN(500))*time.Millisecond))
+	}
+	tr := newTransport(t, u.Transport(), bw.WithConcurrencyLimit(8, opts...),
+		bw.WithAttemptTimeout(time.Second), bw.WithCallTimeout(3*time.Second), bw.WithMaxAttempts(1+r.IntN(3)),
+		bw.WithoutRetryBudget(), bw.WithBreaker(bw.WithBreakerMode(bw.ModeDisabled)))
+	calls := generateSchedule(r, 40)
+	leftOpen := make(chan io.Closer, len(calls))
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, c := range calls {
+		wg.Go(func() {
+			time.Sleep(c.at)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if c.caller == "cancel" {
+				time.AfterFunc(c.after, cancel)
+			}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, breakwatertest.PipeURL+"/"+strconv.Itoa(i), nil)
+			req.Header = c.header
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				return
+			}
+			switch c.caller {
+			case "read", "cancel":
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			case "close":
+				time.Sleep(c.after)
+				resp.Body.Close()
+			case "leave":
+				leftOpen <- resp.Body // never closed until the schedule is over
+			}
+		})
+	}
+	wg.Wait()
+	time.Sleep(5 * time.Second) // past every attempt timeout
+	if n := tr.Bulkheads().InFlight(breakwatertest.PipeURL); n != 0 {
+		t.Errorf("seed %d: %d slots still held after every attempt ended", seed, n)
+	}
+	close(leftOpen)
+	for b := range leftOpen {
+		b.Close()
+	}
+	if n := spans.maxOverlap(); n > 8 {
+		t.Errorf("seed %d: the upstream had %d requests in flight at once, limit 8", seed, n)
+	}
+	if len(spans.spans) == 0 || time.Since(start) == 0 {
+		t.Errorf("seed %d: nothing reached the upstream", seed)
+	}
+}
+
+func TestTransportBulkheadRandomSchedules(t *testing.T) {
+	seeds := 200
+	if testing.Short() {
+		seeds = 20
+	}
+	for seed := range uint64(seeds) {
+		synctest.Test(t, func(t *testing.T) { runSchedule(t, seed) })
+	}
+}
+
+func TestTransportSlotOfAnUnclosedBodyEndsWithTheAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{BodySize: 64 << 10})
+		tr := newTransport(t, u.Transport(), bw.WithConcurrencyLimit(1, bw.WithBulkheadQueue(1, 5*time.Second)),
+			bw.WithAttemptTimeout(2*time.Second))
+		req, _ := http.NewRequest(http.MethodGet, breakwatertest.PipeURL+"/", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if r, took := send(context.Background(), tr, "upstream.test"); r.status != 200 || took != 2*time.Second {
+			t.Fatalf("second call: %+v after %s, want 200 once the first attempt's timeout freed the slot (2s)", r, took)
+		}
+		if at := u.Requests()[1].At; !at.Equal(start.Add(2 * time.Second)) {
+			t.Fatalf("second request reached the upstream at +%s", at.Sub(start))
+		}
+		if _, err := io.ReadAll(resp.Body); !errors.Is(err, bw.ErrAttemptTimeout) {
+			t.Fatalf("reading the expired body: %v", err)
+		}
+		resp.Body.Close() // releases nothing more
+		if n := tr.Bulkheads().InFlight(upstreamKey); n != 0 {
+			t.Fatalf("%d slots held", n)
+		}
+	})
+}
+
+func TestTransportSlotLifetime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstreamFunc(t, func(n int, r *http.Request) breakwatertest.Step {
+			if r.URL.Path == "/flaky" && n == 1 {
+				return breakwatertest.Step{Status: 503}
+			}
+			return breakwatertest.Step{Body: []byte("body")}
+		})
+		tr := newTransport(t, u.Transport(), bw.WithConcurrencyLimit(1), bw.WithBackoff(bw.Constant(time.Second)))
+		inFlight := func() int { return tr.Bulkheads().InFlight(upstreamKey) }
+
+		// Held until EOF, released at EOF.
+		req, _ := http.NewRequest(http.MethodGet, breakwatertest.PipeURL+"/", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil || inFlight() != 1 {
+			t.Fatalf("%v, in flight %d", err, inFlight())
+		}
+		if _, err := tr.RoundTrip(req); !errors.Is(err, bw.ErrConcurrencyLimit) {
+			t.Fatalf("a second call while the body is open: %v", err)
+		}
+		io.ReadAll(resp.Body)
+		if inFlight() != 0 {
+			t.Fatalf("in flight %d after EOF", inFlight())
+		}
+		resp.Body.Close()
+
+		// No slot while backing off: another call runs during the retry's
+		// sleep.
+		done := make(chan result)
+		go func() {
+			req, _ := http.NewRequest(http.MethodGet, breakwatertest.PipeURL+"/flaky", nil)
+			done <- do(tr, req)
+		}()
+		synctest.Wait()
+		if inFlight() != 0 {
+			t.Fatalf("in flight %d during the backoff", inFlight())
+		}
+		if r := get(tr); r.status != 200 {
+			t.Fatalf("call during the backoff: %+v", r)
+		}
+		if r := <-done; r.status != 200 {
+			t.Fatalf("retried call: %+v", r)
+		}
+		if inFlight() != 0 {
+			t.Fatalf("in flight %d at the end", inFlight())
+		}
+	})
 }
 
 // simulate drives a bulkhead with workers against a simulated upstream

@@ -1132,3 +1132,162 @@ func sfNumber(s string) (float64, bool) {
 	}
 	return n, true
 }
+
+// limits are the admission stages a [Transport] runs for every attempt
+// between the breaker and the attempt timeout: the pause gate, the token
+// bucket and the bulkhead. Each is nil when not configured.
+type limits struct {
+	gates  *PauseGates
+	rate   *RateLimiters
+	bulk   *Bulkheads
+	pacing bool
+}
+
+// limitsConfig is the part of a Transport's configuration that builds its
+// limits. Later options replace earlier ones.
+type limitsConfig struct {
+	rateSet   bool
+	rateLimit rate.Limit
+	rateBurst int
+	rateOpts  []RateLimitOption
+	rate      *RateLimiters
+
+	bulkSet   bool
+	bulkLimit int
+	bulkOpts  []BulkheadOption
+	bulk      *Bulkheads
+
+	noPause   bool
+	pauseOpts []PauseOption
+	gates     *PauseGates
+	gatesSet  bool
+
+	pacing bool
+}
+
+// WithRateLimit gives every key a token bucket of limit requests per
+// second with burst tokens; each attempt takes a token, after the breaker
+// admits it and before the concurrency limit. See [RateLimitOption] for
+// wait and reject modes. A refusal ends the call with a *[RateLimitError]
+// (category [Rejected]: never retried, not charged to the breaker).
+// [Unlimited] removes the rate limit. Default: none.
+func WithRateLimit(limit rate.Limit, burst int, opts ...RateLimitOption) Option {
+	return optionFunc(func(c *config) {
+		c.limits.rateSet, c.limits.rate = true, nil
+		c.limits.rateLimit, c.limits.rateBurst, c.limits.rateOpts = limit, burst, opts
+	})
+}
+
+// WithRateLimiters shares an existing registry of token buckets (for
+// example between several Transports to one upstream); nil removes the
+// rate limit.
+func WithRateLimiters(rs *RateLimiters) Option {
+	return optionFunc(func(c *config) { c.limits.rateSet, c.limits.rate = false, rs })
+}
+
+// WithPauseGate configures the pause gate, which is on by default: a
+// [Throttled] outcome with a Retry-After hint pauses its key, and later
+// attempts to the key wait for the pause to end when their deadline allows
+// it, or fail at once with a *[PauseError] (category [Rejected]). The
+// pause is capped by [WithMaxPause], by default the [WithMaxRetryAfter]
+// value.
+func WithPauseGate(opts ...PauseOption) Option {
+	return optionFunc(func(c *config) {
+		c.limits.noPause, c.limits.gatesSet, c.limits.gates = false, false, nil
+		c.limits.pauseOpts = append(c.limits.pauseOpts, opts...)
+	})
+}
+
+// WithPauseGates shares an existing set of pause gates; nil removes the
+// pause gate.
+func WithPauseGates(g *PauseGates) Option {
+	return optionFunc(func(c *config) { c.limits.noPause, c.limits.gatesSet, c.limits.gates = g == nil, g != nil, g })
+}
+
+// WithoutPauseGate removes the pause gate: throttled responses are still
+// retried no earlier than their hint, but other calls are not held.
+func WithoutPauseGate() Option {
+	return optionFunc(func(c *config) { c.limits.noPause, c.limits.gatesSet, c.limits.gates = true, false, nil })
+}
+
+// WithRateLimitHeaders, when on, paces calls on the rate limit fields of
+// every response (see [ParseQuotaReset]): when the upstream says the
+// quota is spent until T, the key is paused until T through the pause
+// gate, so the next call waits instead of being answered 429. It needs the
+// pause gate. Default: off.
+func WithRateLimitHeaders(on bool) Option {
+	return optionFunc(func(c *config) { c.limits.pacing = on })
+}
+
+// build makes the limits of a Transport whose key bounds and longest
+// Retry-After are given.
+func (lc *limitsConfig) build(maxKeys int, idleTTL, maxRetryAfter time.Duration) (limits, error) {
+	var l limits
+	var errs []error
+	if lc.rateSet {
+		rs, err := newRateLimiters(lc.rateLimit, lc.rateBurst, []RateLimitOption{WithRateLimitKeys(maxKeys, idleTTL)}, lc.rateOpts)
+		errs = append(errs, err)
+		l.rate = rs
+	} else {
+		l.rate = lc.rate
+	}
+	if lc.bulkSet {
+		bs, err := newBulkheads(lc.bulkLimit, []BulkheadOption{WithBulkheadKeys(maxKeys, idleTTL)}, lc.bulkOpts)
+		errs = append(errs, err)
+		l.bulk = bs
+	} else {
+		l.bulk = lc.bulk
+	}
+	switch {
+	case lc.noPause:
+	case lc.gatesSet:
+		l.gates = lc.gates
+	default:
+		defaults := []PauseOption{WithPauseKeys(maxKeys, idleTTL), WithMaxPause(orDefault(maxRetryAfter, DefaultMaxRetryAfter))}
+		g, err := newPauseGates(defaults, lc.pauseOpts)
+		errs = append(errs, err)
+		l.gates = g
+	}
+	if lc.pacing && l.gates == nil {
+		errs = append(errs, errors.New("breakwater: WithRateLimitHeaders needs the pause gate"))
+	}
+	l.pacing = lc.pacing
+	return l, errors.Join(errs...)
+}
+
+// admit runs the pause gate, the token bucket and the bulkhead for one
+// attempt of c, in that order, waiting within the call's deadline. On
+// success c.slot holds the attempt's concurrency slot, if any.
+func (l *limits) admit(c *call) error {
+	if l.gates != nil {
+		if err := l.gates.wait(c.ctx, c.key, c.deadline); err != nil {
+			return err
+		}
+	}
+	if l.rate != nil {
+		if err := l.rate.m.get(c.key).wait(c.ctx, c.deadline); err != nil {
+			return err
+		}
+	}
+	if l.bulk != nil {
+		s, err := l.bulk.m.get(c.key).acquire(c.ctx, c.deadline)
+		if err != nil {
+			return err
+		}
+		c.slot = s
+	}
+	return nil
+}
+
+// observe feeds an attempt's result to the pause gate (a throttled outcome
+// with a hint, and rate limit fields when pacing) and tells the
+// attempt's slot what an adaptive limit should learn from it.
+func (l *limits) observe(c *call, resp *http.Response, o Outcome) {
+	if l.gates != nil {
+		l.gates.Observe(c.key, o)
+		if l.pacing && resp != nil {
+			l.gates.ObserveHeaders(c.key, resp.Header)
+		}
+	}
+	c.slot.judge(o)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	bw "github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/breakwatertest"
 	"golang.org/x/time/rate"
 )
 
@@ -451,4 +453,295 @@ func FuzzParseQuotaReset(f *testing.F) {
 			t.Fatalf("ParseQuotaReset(%q) = %s, %v", h, d, ok)
 		}
 	})
+}
+
+// send makes one GET to host through rt with ctx and reads and closes the
+// body; it reports the result and how long the call took.
+func send(ctx context.Context, rt http.RoundTripper, host string) (result, time.Duration) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/", nil)
+	start := time.Now()
+	r := do(rt, req)
+	return r, time.Since(start)
+}
+
+// maxInWindow is the largest number of times in any half-open window
+// [t, t+w) starting at one of them; ts must be sorted.
+func maxInWindow(ts []time.Time, w time.Duration) int {
+	best, j := 0, 0
+	for i := range ts {
+		for j < len(ts) && ts[j].Before(ts[i].Add(w)) {
+			j++
+		}
+		best = max(best, j-i)
+	}
+	return best
+}
+
+func arrivals(u *breakwatertest.Upstream) []time.Time {
+	var ts []time.Time
+	for _, r := range u.Requests() {
+		ts = append(ts, r.At)
+	}
+	slices.SortFunc(ts, time.Time.Compare)
+	return ts
+}
+
+// load sends calls at a steady rate for d, each in its own goroutine, and
+// returns their results and durations once all are done.
+func load(rt http.RoundTripper, perSecond int, d time.Duration, ctxTimeout time.Duration) ([]result, []time.Duration) {
+	n := int(d.Seconds() * float64(perSecond))
+	results := make([]result, n)
+	took := make([]time.Duration, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			ctx := context.Background()
+			if ctxTimeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, ctxTimeout)
+				defer cancel()
+			}
+			results[i], took[i] = send(ctx, rt, "upstream.test")
+		})
+		time.Sleep(time.Second / time.Duration(perSecond))
+	}
+	wg.Wait()
+	return results, took
+}
+
+func TestTransportRateLimitBoundsEveryWindow(t *testing.T) {
+	for _, wait := range []time.Duration{time.Second, 0} {
+		synctest.Test(t, func(t *testing.T) {
+			u := breakwatertest.NewPipeUpstream(t)
+			tr := newTransport(t, u.Transport(), bw.WithRateLimit(50, 50, bw.WithRateLimitWait(wait)))
+			load(tr, 300, 5*time.Second, 0) // 6× the limit
+			ts := arrivals(u)
+			if n := maxInWindow(ts, time.Second); n > 100 {
+				t.Fatalf("wait %s: the upstream saw %d requests within 1 s, more than burst + limit = 100", wait, n)
+			}
+			if len(ts) < 250 {
+				t.Fatalf("wait %s: only %d requests in 5 s at 50/s", wait, len(ts))
+			}
+		})
+	}
+}
+
+func TestTransportRateLimitShedding(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Wait mode with a 1 s budget at 1× load: nothing is shed.
+		u := breakwatertest.NewPipeUpstream(t)
+		tr := newTransport(t, u.Transport(), bw.WithRateLimit(50, 50, bw.WithRateLimitWait(time.Second)))
+		results, _ := load(tr, 50, 10*time.Second, time.Second)
+		for i, r := range results {
+			if r.err != nil || r.status != 200 {
+				t.Fatalf("1× load, call %d: %+v", i, r)
+			}
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		// Reject mode at 6× sustained load: most calls are refused at once,
+		// and no call waits.
+		u := breakwatertest.NewPipeUpstream(t)
+		tr := newTransport(t, u.Transport(), bw.WithRateLimit(50, 50, bw.WithRateLimitWait(0)))
+		results, took := load(tr, 300, 10*time.Second, 0)
+		rejected := 0
+		for i, r := range results {
+			switch {
+			case errors.Is(r.err, bw.ErrRateLimited):
+				rejected++
+			case r.err != nil || r.status != 200:
+				t.Fatalf("call %d: %+v", i, r)
+			}
+			if took[i] != 0 {
+				t.Fatalf("call %d took %s: reject mode waited", i, took[i])
+			}
+		}
+		// 3000 calls; the bucket admits 50 + 50/s × 10 s = 550 of them.
+		if frac := float64(rejected) / float64(len(results)); frac < 0.75 || frac > 0.85 {
+			t.Fatalf("rejected %.1f%% of the calls, want about 82%%", 100*frac)
+		}
+		if u.Count() != len(results)-rejected {
+			t.Fatalf("upstream saw %d, admitted %d", u.Count(), len(results)-rejected)
+		}
+	})
+}
+
+func TestTransportRateLimitWaitThatDoesNotFitFailsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t)
+		tr := newTransport(t, u.Transport(), bw.WithRateLimit(1, 1))
+		if r, _ := send(context.Background(), tr, "upstream.test"); r.status != 200 {
+			t.Fatalf("first call: %+v", r)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		r, took := send(ctx, tr, "upstream.test")
+		var re *bw.RateLimitError
+		if !errors.As(r.err, &re) || re.Wait != time.Second || re.Key != upstreamKey {
+			t.Fatalf("second call: %+v, want a RateLimitError quoting 1s", r)
+		}
+		if took != 0 {
+			t.Fatalf("gave up after %s, want at once", took)
+		}
+		if u.Count() != 1 {
+			t.Fatalf("the upstream saw %d requests, want 1", u.Count())
+		}
+		// The call timeout bounds the wait too.
+		tr2 := newTransport(t, u.Transport(), bw.WithRateLimit(rate.Every(time.Minute), 1, bw.WithRateLimitWait(time.Hour)))
+		send(context.Background(), tr2, "upstream.test")
+		if r, took := send(context.Background(), tr2, "upstream.test"); !errors.Is(r.err, bw.ErrRateLimited) || took != 0 {
+			t.Fatalf("a wait longer than the call timeout: %+v after %s", r, took)
+		}
+	})
+}
+
+func TestTransportRejectionsAreNotRetriedOrCharged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t)
+		tr := newTransport(t, u.Transport(), bw.WithRateLimit(1, 1, bw.WithRateLimitWait(0)),
+			bw.WithBreaker(bw.WithPolicy(bw.Consecutive(1))))
+		send(context.Background(), tr, "upstream.test")
+		for range 20 {
+			if r, _ := send(context.Background(), tr, "upstream.test"); !errors.Is(r.err, bw.ErrRateLimited) {
+				t.Fatalf("%+v", r)
+			}
+		}
+		if s, _ := tr.Breakers().Snapshot(upstreamKey); s.State != bw.StateClosed || s.Failures != 0 {
+			t.Fatalf("rejections charged the breaker: %+v", s)
+		}
+		if u.Count() != 1 {
+			t.Fatalf("upstream saw %d", u.Count())
+		}
+	})
+}
+
+func TestTransportPauseOn429(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstreamFunc(t, func(n int, r *http.Request) breakwatertest.Step {
+			if n == 1 {
+				return breakwatertest.Step{Status: 429, Header: http.Header{"Retry-After": {"3"}}}
+			}
+			return breakwatertest.Step{}
+		})
+		tr := newTransport(t, u.Transport())
+		start := time.Now()
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			// The throttled call itself retries no earlier than the hint.
+			if r, _ := send(context.Background(), tr, "a.test"); r.status != 200 {
+				t.Errorf("the throttled call: %+v", r)
+			}
+		})
+		synctest.Wait() // answered 429; a.test is paused and the call backs off
+		if r := tr.PauseGates().Remaining("http://a.test"); r != 3*time.Second {
+			t.Fatalf("a.test paused for %s, want 3s", r)
+		}
+		for i := range 20 {
+			wg.Go(func() {
+				ctx := context.Background()
+				patient := i%2 == 0
+				if !patient {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, time.Second)
+					defer cancel()
+				}
+				r, took := send(ctx, tr, "a.test")
+				var pe *bw.PauseError
+				switch {
+				case patient && (r.status != 200 || took != 3*time.Second):
+					t.Errorf("patient call %d: %+v after %s, want 200 after exactly 3s", i, r, took)
+				case !patient && (!errors.As(r.err, &pe) || pe.Remaining != 3*time.Second || took != 0):
+					t.Errorf("hurried call %d: %+v after %s, want a PauseError at once", i, r, took)
+				}
+			})
+		}
+		if r, took := send(context.Background(), tr, "b.test"); r.status != 200 || took != 0 {
+			t.Fatalf("b.test: %+v after %s, want unaffected", r, took)
+		}
+		wg.Wait()
+		for _, r := range u.Requests()[1:] {
+			if r.Host == "a.test" && r.At.Before(start.Add(3*time.Second)) {
+				t.Fatalf("a.test was called at +%s, during its pause", r.At.Sub(start))
+			}
+		}
+		if n := u.Count(); n != 1+1+10+1 {
+			t.Fatalf("upstream saw %d requests, want 13 (429, retry, 10 patient calls, b.test)", n)
+		}
+	})
+}
+
+func TestTransportPacesOnRateLimitHeaders(t *testing.T) {
+	epoch := time.Unix(1_700_000_000, 0)
+	for _, tc := range []struct {
+		name string
+		h    http.Header
+	}{
+		{"RateLimit", http.Header{"Ratelimit": {`"default";r=0;t=5`}, "Ratelimit-Policy": {`"default";q=10;w=60`}}},
+		{"RateLimit-Policy window", http.Header{"Ratelimit": {`"default";r=0`}, "Ratelimit-Policy": {`"default";q=10;w=5`}}},
+		{"X-RateLimit delta", http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"5"}}},
+		{"X-RateLimit epoch", http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {strconv.FormatInt(epoch.Unix()+5, 10)},
+			"Date": {epoch.UTC().Format(http.TimeFormat)}}},
+	} {
+		for _, pacing := range []bool{true, false} {
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				// The upstream enforces its quota: 429 until 5 s have passed.
+				u := breakwatertest.NewPipeUpstreamFunc(t, func(n int, r *http.Request) breakwatertest.Step {
+					switch {
+					case n == 1:
+						return breakwatertest.Step{Header: tc.h}
+					case time.Since(start) < 5*time.Second:
+						return breakwatertest.Step{Status: 429}
+					}
+					return breakwatertest.Step{}
+				})
+				tr := newTransport(t, u.Transport(), bw.WithRateLimitHeaders(pacing), bw.WithMaxAttempts(1))
+				send(context.Background(), tr, "upstream.test")
+				r, took := send(context.Background(), tr, "upstream.test")
+				switch {
+				case pacing && (r.status != 200 || took != 5*time.Second):
+					t.Errorf("%s, pacing: %+v after %s, want 200 after 5s", tc.name, r, took)
+				case !pacing && (r.status != 429 || took != 0):
+					t.Errorf("%s, no pacing: %+v after %s, want the 429 at once", tc.name, r, took)
+				}
+			})
+		}
+	}
+}
+
+func TestTransportLimitOptions(t *testing.T) {
+	for name, opts := range map[string][]bw.Option{
+		"rate limit 0":                {bw.WithRateLimit(0, 1)},
+		"burst 0":                     {bw.WithRateLimit(10, 0)},
+		"concurrency 0":               {bw.WithConcurrencyLimit(0)},
+		"queue without wait":          {bw.WithConcurrencyLimit(4, bw.WithBulkheadQueue(4, 0))},
+		"pacing without a pause gate": {bw.WithoutPauseGate(), bw.WithRateLimitHeaders(true)},
+		"max pause 0":                 {bw.WithPauseGate(bw.WithMaxPause(-1))},
+		"bad adaptive limit":          {bw.WithConcurrencyLimit(4, bw.WithAdaptiveLimit(bw.Gradient{Max: 2}))},
+	} {
+		if _, err := bw.NewTransport(opts...); err == nil {
+			t.Errorf("%s: NewTransport accepted it", name)
+		}
+	}
+	tr, err := bw.NewTransport()
+	if err != nil || tr.PauseGates() == nil || tr.RateLimiters() != nil || tr.Bulkheads() != nil {
+		t.Fatalf("defaults: %v; want a pause gate and nothing else", err)
+	}
+	if tr.PauseGates().MaxPause() != bw.DefaultMaxRetryAfter {
+		t.Errorf("max pause %s", tr.PauseGates().MaxPause())
+	}
+	tr, _ = bw.NewTransport(bw.WithMaxRetryAfter(time.Minute), bw.WithRateLimit(5, 5), bw.WithRateLimit(bw.Unlimited, 0),
+		bw.WithConcurrencyLimit(3), bw.WithoutPauseGate(), bw.WithPauseGate())
+	if tr.RateLimiters() != nil || tr.Bulkheads().Limit("k") != 3 || tr.PauseGates().MaxPause() != time.Minute {
+		t.Fatal("later options did not replace earlier ones")
+	}
+	tr, _ = bw.NewTransport(bw.WithoutPauseGate())
+	if tr.PauseGates() != nil {
+		t.Fatal("WithoutPauseGate kept a gate")
+	}
+	shared, _ := bw.NewRateLimiters(1, 1)
+	tr, _ = bw.NewTransport(bw.WithRateLimiters(shared))
+	if tr.RateLimiters() != shared {
+		t.Fatal("WithRateLimiters did not share the registry")
+	}
 }

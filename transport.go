@@ -39,6 +39,7 @@ type Transport struct {
 	base     http.RoundTripper
 	breakers *Breakers
 	budgets  *keyedMap[*retryBudget]
+	limits   limits // pause gate, rate limit, bulkhead (ratelimit.go, concurrency.go)
 	start    time.Time
 }
 
@@ -87,6 +88,7 @@ type config struct {
 	slowCall           time.Duration
 	maxKeys            int
 	idleTTL            time.Duration
+	limits             limitsConfig // ratelimit.go, concurrency.go
 	errs               []error
 }
 
@@ -282,6 +284,10 @@ func NewTransport(opts ...Option) (*Transport, error) {
 			return nil, err
 		}
 	}
+	var err error
+	if t.limits, err = cfg.limits.build(cfg.maxKeys, cfg.idleTTL, cfg.maxRetryAfter); err != nil {
+		return nil, err
+	}
 	if cfg.budget {
 		t.budgets = newKeyedMap(cfg.maxKeys, cfg.idleTTL, func(string) *retryBudget {
 			return newRetryBudget(cfg.budgetRatio, cfg.budgetFloor, cfg.budgetWindow)
@@ -327,6 +333,17 @@ func (c *config) validate() error {
 // Breakers returns the transport's breaker registry, for control and reads.
 func (t *Transport) Breakers() *Breakers { return t.breakers }
 
+// RateLimiters returns the transport's token buckets (nil without a rate
+// limit), PauseGates its pause gates (nil without the gate) and Bulkheads
+// its concurrency limits (nil without one), for control and reads.
+func (t *Transport) RateLimiters() *RateLimiters { return t.limits.rate }
+
+// PauseGates: see [Transport.RateLimiters].
+func (t *Transport) PauseGates() *PauseGates { return t.limits.gates }
+
+// Bulkheads: see [Transport.RateLimiters].
+func (t *Transport) Bulkheads() *Bulkheads { return t.limits.bulk }
+
 func (t *Transport) now() int64 { return int64(time.Since(t.start)) }
 
 // call is one RoundTrip's state.
@@ -341,6 +358,7 @@ type call struct {
 	attempts int
 	prevWait time.Duration
 	sent     bool // the caller's body was handed to the base transport
+	slot     Slot // the current attempt's concurrency slot
 }
 
 // RequestPolicy overrides a [Transport]'s settings for one request; attach
@@ -409,6 +427,7 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 	for {
 		c.attempts++
 		resp, err, o, permit, actx, cancel := t.attempt(c)
+		t.limits.observe(c, resp, o)
 		wait, retry, budgetSpent, stopErr := t.decide(c, resp, err, o)
 		if stopErr != nil {
 			discard(resp)
@@ -423,14 +442,17 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 		}
 		if !retry {
 			if resp != nil {
-				track(actx, resp, releaser{cancel: cancel, permit: permit})
+				track(actx, resp, releaser{cancel: cancel, permit: permit, slot: c.slot})
+				c.slot = Slot{}
 				return resp, nil
 			}
 			release(cancel, permit)
+			c.slot.release()
 			return nil, c.fail(err, o, budgetSpent)
 		}
 		discard(resp)
 		release(cancel, permit)
+		c.slot.release()
 		if !sleep(c.ctx, wait) {
 			return nil, ctxError(c.ctx)
 		}
@@ -476,8 +498,9 @@ func (c *call) attemptContext() (context.Context, context.CancelFunc) {
 	return context.WithDeadlineCause(c.ctx, dl, cause)
 }
 
-// attempt makes one attempt: admission by the breaker, then the base
-// transport under the attempt's context.
+// attempt makes one attempt: admission by the breaker, the pause gate, the
+// rate limit and the bulkhead, then the base transport under the attempt's
+// context.
 func (t *Transport) attempt(c *call) (resp *http.Response, err error, o Outcome, permit Permit, actx context.Context, cancel context.CancelFunc) {
 	actx = c.ctx
 	permit, err = c.breaker.Allow()
@@ -487,11 +510,20 @@ func (t *Transport) attempt(c *call) (resp *http.Response, err error, o Outcome,
 		}
 		return nil, err, Outcome{Category: Rejected}, Permit{}, actx, nil
 	}
+	// Pause gate, rate limit and bulkhead: waits and refusals per attempt.
+	if err = t.limits.admit(c); err != nil {
+		permit.Release()
+		if !c.sent {
+			c.closeBody()
+		}
+		return nil, err, classifyError(err), Permit{}, actx, nil
+	}
 	areq := c.req
 	if c.attempts > 1 && hasBody(c.req) {
 		body, gerr := c.req.GetBody()
 		if gerr != nil {
 			permit.Release()
+			c.slot.release()
 			return nil, gerr, Outcome{Category: Rejected}, Permit{}, actx, nil
 		}
 		areq = c.req.WithContext(c.ctx)
