@@ -1,10 +1,11 @@
 module github.com/breakwater-go/breakwater
 
-go 1.25
+go 1.25.0
 
 require (
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	go.uber.org/goleak v1.3.0
+	golang.org/x/time v0.15.0
 )
 
 require github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
