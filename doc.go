@@ -24,4 +24,15 @@
 // window, consecutive failures or a failure rate), opens, waits an open
 // duration that grows on each consecutive reopen, and then lets a bounded
 // number of probes through before closing again.
+//
+// # Rate limits, pauses and bulkheads
+//
+// [RateLimiters] keeps a token bucket per key (on golang.org/x/time/rate)
+// that waits for a token within the caller's deadline or refuses at once;
+// [PauseGates] holds a key while its upstream asked it to pause (429 or
+// 503 with Retry-After, or a spent quota in RateLimit fields); [Bulkheads]
+// bound the requests in flight per key, with an optional FIFO queue and an
+// adaptive limit ([AIMD], [Gradient]). A [Transport] runs them for every
+// attempt, after the breaker admits it; each is also usable on its own, as
+// inbound middleware does.
 package breakwater

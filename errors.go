@@ -69,3 +69,72 @@ func (e *BreakerError) RetryAfter() time.Duration {
 	}
 	return max(0, time.Until(e.OpenUntil))
 }
+
+// PauseError is returned when a key is paused at the upstream's request (a
+// 429 or 503 with a Retry-After hint, or a spent quota announced in rate
+// limit headers) and the pause outlasts what the call may wait. It matches
+// [ErrPaused] with errors.Is.
+type PauseError struct {
+	Key string
+	// Remaining is how long the pause still had to run when the call was
+	// refused.
+	Remaining time.Duration
+	// Until is when the pause ends.
+	Until time.Time
+}
+
+func (e *PauseError) Error() string {
+	return fmt.Sprintf("breakwater: %q paused by upstream (%s remaining)", e.Key, e.Remaining.Round(time.Millisecond))
+}
+
+// Is reports whether target is [ErrPaused].
+func (e *PauseError) Is(target error) bool { return target == ErrPaused }
+
+// RetryAfter is the pause's remaining time when the call was refused: what
+// a server should put in its own Retry-After.
+func (e *PauseError) RetryAfter() time.Duration { return e.Remaining }
+
+// RateLimitError is returned when a rate limiter refuses a request: in
+// reject mode when no token is available, in wait mode when the wait for
+// one does not fit the deadline or the limiter's longest wait. It matches
+// [ErrRateLimited] with errors.Is.
+type RateLimitError struct {
+	Key string
+	// Wait is how long the request would have had to wait for its token.
+	Wait time.Duration
+}
+
+func (e *RateLimitError) Error() string {
+	return fmt.Sprintf("breakwater: rate limited on %q (next token in %s)", e.Key, e.Wait.Round(time.Millisecond))
+}
+
+// Is reports whether target is [ErrRateLimited].
+func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited }
+
+// RetryAfter is the wait the request would have needed.
+func (e *RateLimitError) RetryAfter() time.Duration { return e.Wait }
+
+// ConcurrencyError is returned when a bulkhead refuses a request: all its
+// slots are taken and its wait queue is full or disabled, or the request
+// waited as long as it could. It matches [ErrConcurrencyLimit] with
+// errors.Is.
+type ConcurrencyError struct {
+	Key string
+	// Limit is the bulkhead's limit and InFlight the slots held when the
+	// request was refused.
+	Limit, InFlight int
+	// Waited is how long the request waited in the queue; zero when it was
+	// refused at once.
+	Waited time.Duration
+}
+
+func (e *ConcurrencyError) Error() string {
+	s := fmt.Sprintf("breakwater: concurrency limit reached on %q (%d in flight, limit %d)", e.Key, e.InFlight, e.Limit)
+	if e.Waited > 0 {
+		s += fmt.Sprintf(" after waiting %s", e.Waited.Round(time.Millisecond))
+	}
+	return s
+}
+
+// Is reports whether target is [ErrConcurrencyLimit].
+func (e *ConcurrencyError) Is(target error) bool { return target == ErrConcurrencyLimit }

@@ -74,17 +74,20 @@ type trackedBody struct {
 	ctx     context.Context // the attempt's context, to report our timeouts
 	done    atomic.Bool
 	release releaser
+	// stop unregisters expire; set before the response is returned and
+	// read only on the body's own path (Read, Close).
+	stop func() bool
 }
 
 // releaser is everything one response holds until its body ends.
 type releaser struct {
 	cancel context.CancelFunc // the attempt's context
 	permit Permit
-	slot   func()
+	slot   Slot
 }
 
 func (r *releaser) empty() bool {
-	return r.cancel == nil && r.permit.lease == 0 && r.slot == nil
+	return r.cancel == nil && r.permit.lease == 0 && !r.slot.Held()
 }
 
 func (r *releaser) run() {
@@ -92,9 +95,7 @@ func (r *releaser) run() {
 		r.cancel()
 	}
 	r.permit.Release()
-	if r.slot != nil {
-		r.slot()
-	}
+	r.slot.release()
 }
 
 // track makes resp.Body release r when it ends. It allocates only when r
@@ -108,10 +109,28 @@ func track(ctx context.Context, resp *http.Response, r releaser) {
 		return
 	}
 	tb := &trackedBody{rc: resp.Body, ctx: ctx, release: r}
+	if r.slot.Held() && ctx.Done() != nil {
+		// A body nobody closes must not hold its concurrency slot past
+		// the attempt: give it back when the attempt's context ends.
+		tb.stop = context.AfterFunc(ctx, tb.expire)
+	}
 	resp.Body = tb
 }
 
+// finish releases what the response holds, once; called on the body's
+// path.
 func (b *trackedBody) finish() {
+	if b.done.CompareAndSwap(false, true) {
+		if b.stop != nil {
+			b.stop()
+		}
+		b.release.run()
+	}
+}
+
+// expire releases what the response holds when the attempt's context
+// ended before the body did.
+func (b *trackedBody) expire() {
 	if b.done.CompareAndSwap(false, true) {
 		b.release.run()
 	}

@@ -40,6 +40,7 @@ type Transport struct {
 	base     http.RoundTripper
 	breakers *Breakers
 	budgets  *keyedMap[*retryBudget]
+	limits   limits // pause gate, rate limit, bulkhead (ratelimit.go, concurrency.go)
 	start    time.Time
 	stage    bool     // a RetryStage: an inner BreakerStage defers failures to it
 	obs      Observer // nil when nothing observes
@@ -91,6 +92,7 @@ type config struct {
 	maxKeys            int
 	idleTTL            time.Duration
 	observers          []Observer
+	limits             limitsConfig // ratelimit.go, concurrency.go
 	errs               []error
 }
 
@@ -306,6 +308,10 @@ func NewTransport(opts ...Option) (*Transport, error) {
 			notify(obs, context.Background(), Event{Kind: EventTransition, Key: tr.Key, Transition: tr})
 		})
 	}
+	var err error
+	if t.limits, err = cfg.limits.build(cfg.maxKeys, cfg.idleTTL, cfg.maxRetryAfter); err != nil {
+		return nil, err
+	}
 	if cfg.budget {
 		t.budgets = newKeyedMap(cfg.maxKeys, cfg.idleTTL, func(string) *retryBudget {
 			return newRetryBudget(cfg.budgetRatio, cfg.budgetFloor, cfg.budgetWindow)
@@ -360,6 +366,17 @@ func (t *Transport) CloseIdleConnections() {
 // Breakers returns the transport's breaker registry, for control and reads.
 func (t *Transport) Breakers() *Breakers { return t.breakers }
 
+// RateLimiters returns the transport's token buckets (nil without a rate
+// limit), PauseGates its pause gates (nil without the gate) and Bulkheads
+// its concurrency limits (nil without one), for control and reads.
+func (t *Transport) RateLimiters() *RateLimiters { return t.limits.rate }
+
+// PauseGates: see [Transport.RateLimiters].
+func (t *Transport) PauseGates() *PauseGates { return t.limits.gates }
+
+// Bulkheads: see [Transport.RateLimiters].
+func (t *Transport) Bulkheads() *Bulkheads { return t.limits.bulk }
+
 func (t *Transport) now() int64 { return int64(time.Since(t.start)) }
 
 // call is one RoundTrip's state.
@@ -376,6 +393,7 @@ type call struct {
 	sent     bool      // the caller's body was handed to the base transport
 	melt     *meltSlot // set in a RetryStage
 	start    time.Time // when observed
+	slot     Slot      // the current attempt's concurrency slot
 }
 
 // RequestPolicy overrides a [Transport]'s settings for one request; attach
@@ -454,6 +472,7 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 		c.attempts++
 		a := t.attempt(c)
 		resp, err, o, permit := a.resp, a.err, a.o, a.permit
+		t.limits.observe(c, resp, o)
 		wait, retry, budgetSpent, stopErr := t.decide(c, resp, err, o)
 		if stopErr != nil {
 			discard(resp)
@@ -476,17 +495,20 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 		}
 		if !retry {
 			if resp != nil {
-				track(a.ctx, resp, releaser{cancel: a.cancel, permit: permit})
+				track(a.ctx, resp, releaser{cancel: a.cancel, permit: permit, slot: c.slot})
+				c.slot = Slot{}
 				t.end(c, o, nil)
 				return resp, nil
 			}
 			release(a.cancel, permit)
+			c.slot.release()
 			err = c.fail(err, o, budgetSpent)
 			t.end(c, o, err)
 			return nil, err
 		}
 		discard(resp)
 		release(a.cancel, permit)
+		c.slot.release()
 		if !sleep(c.ctx, wait) {
 			err := ctxError(c.ctx)
 			t.end(c, Outcome{Category: Canceled}, err)
@@ -590,8 +612,9 @@ type attemptResult struct {
 	start  time.Time          // when measured (slow calls, observers)
 }
 
-// attempt makes one attempt: admission by the breaker, then the base
-// transport under the attempt's context.
+// attempt makes one attempt: admission by the breaker, the pause gate, the
+// rate limit and the bulkhead, then the base transport under the attempt's
+// context.
 func (t *Transport) attempt(c *call) attemptResult {
 	r := attemptResult{ctx: c.ctx}
 	permit, err := c.breaker.Allow()
@@ -602,11 +625,21 @@ func (t *Transport) attempt(c *call) attemptResult {
 		r.err, r.o = err, Outcome{Category: Rejected}
 		return r
 	}
+	// Pause gate, rate limit and bulkhead: waits and refusals per attempt.
+	if err = t.limits.admit(c); err != nil {
+		permit.Release()
+		if !c.sent {
+			c.closeBody()
+		}
+		r.err, r.o = err, classifyError(err)
+		return r
+	}
 	areq := c.req
 	if c.attempts > 1 && hasBody(c.req) {
 		body, err := c.req.GetBody()
 		if err != nil {
 			permit.Release()
+			c.slot.release()
 			r.err, r.o = err, Outcome{Category: Rejected}
 			return r
 		}

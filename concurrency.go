@@ -1,0 +1,847 @@
+package breakwater
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A BulkheadOption configures [NewBulkhead], [NewBulkheads] and
+// [WithConcurrencyLimit].
+type BulkheadOption interface{ applyBulkhead(*bulkheadConfig) }
+
+type bulkheadOptionFunc func(*bulkheadConfig)
+
+func (f bulkheadOptionFunc) applyBulkhead(c *bulkheadConfig) { f(c) }
+
+type bulkheadConfig struct {
+	limit    int
+	maxQueue int
+	maxWait  time.Duration
+	adaptive AdaptiveLimit
+	maxKeys  int
+	idleTTL  time.Duration
+}
+
+// WithBulkheadQueue lets up to maxLen requests wait, in arrival order, for
+// a slot, each for at most maxWait (and never past its context's
+// deadline). Both 0, the default, refuse a request at once when every slot
+// is taken. maxLen and maxWait must be both positive or both 0.
+func WithBulkheadQueue(maxLen int, maxWait time.Duration) BulkheadOption {
+	return bulkheadOptionFunc(func(c *bulkheadConfig) { c.maxQueue, c.maxWait = maxLen, maxWait })
+}
+
+// WithBulkheadKeys bounds a [Bulkheads] registry: at most maxKeys
+// bulkheads, and idle ones (no slot held, nobody waiting, unused for
+// idleTTL) are evicted; an adaptive limit starts again from the initial
+// limit after eviction. When the registry is full, new keys share one
+// overflow bulkhead. Defaults: [DefaultMaxKeys] and [DefaultKeyIdleTTL]; a
+// [Transport] uses its [WithKeyLimits] values.
+func WithBulkheadKeys(maxKeys int, idleTTL time.Duration) BulkheadOption {
+	return bulkheadOptionFunc(func(c *bulkheadConfig) { c.maxKeys, c.idleTTL = maxKeys, idleTTL })
+}
+
+// WithAdaptiveLimit makes the limit move with what the released slots
+// report, starting from the bulkhead's limit: [AIMD] or [Gradient]. nil,
+// the default, keeps the limit fixed.
+func WithAdaptiveLimit(a AdaptiveLimit) BulkheadOption {
+	return bulkheadOptionFunc(func(c *bulkheadConfig) { c.adaptive = a })
+}
+
+func newBulkheadConfig(limit int, defaults, opts []BulkheadOption) (*bulkheadConfig, error) {
+	c := &bulkheadConfig{limit: limit, maxKeys: DefaultMaxKeys, idleTTL: DefaultKeyIdleTTL}
+	for _, o := range defaults {
+		o.applyBulkhead(c)
+	}
+	for _, o := range opts {
+		if o != nil {
+			o.applyBulkhead(c)
+		}
+	}
+	var errs []error
+	if c.limit < 1 || c.limit > maxBulkheadLimit {
+		errs = append(errs, fmt.Errorf("breakwater: concurrency limit must be in [1, %d], got %d", maxBulkheadLimit, c.limit))
+	}
+	if c.maxQueue < 0 || c.maxWait < 0 || (c.maxQueue == 0) != (c.maxWait == 0) {
+		errs = append(errs, fmt.Errorf("breakwater: bulkhead queue needs a length and a wait both > 0 or both 0, got %d and %s", c.maxQueue, c.maxWait))
+	}
+	if c.maxKeys < 1 || c.idleTTL <= 0 {
+		errs = append(errs, fmt.Errorf("breakwater: bulkhead keys need maxKeys >= 1 and idleTTL > 0, got %d and %s", c.maxKeys, c.idleTTL))
+	}
+	if c.adaptive != nil && c.limit >= 1 {
+		if _, err := c.adaptive.adaptive(c.limit); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return c, errors.Join(errs...)
+}
+
+// maxBulkheadLimit bounds limits so that the in-flight count fits its
+// 32 bits.
+const maxBulkheadLimit = 1 << 30
+
+// Bulkhead bounds how many requests are in flight at once for one key.
+// Each request takes a [Slot] with [Bulkhead.Acquire] and gives it back
+// with [Slot.Release] when it is over. When every slot is taken, a request
+// waits in a bounded FIFO queue (see [WithBulkheadQueue]) or is refused at
+// once with a *[ConcurrencyError] matching [ErrConcurrencyLimit]. An
+// adaptive limit ([WithAdaptiveLimit]) moves the limit with the latencies
+// and drops the slots report.
+//
+// The uncontended path (a free slot and nobody waiting) is a few atomic
+// operations, allocation-free; waiting takes a lock. A Bulkhead is safe for
+// concurrent use; a nil *Bulkhead admits everything.
+type Bulkhead struct {
+	key   string
+	cfg   *bulkheadConfig
+	state atomic.Uint64 // epoch<<32 | slots in flight
+	limit atomic.Int64
+	nwait atomic.Int32 // requests queued or about to queue
+	mu    sync.Mutex
+	queue []*bulkheadWaiter
+	adapt *adaptiveLimit // nil: fixed limit
+	start time.Time
+}
+
+const inFlightMask = 1<<32 - 1
+
+type bulkheadWaiter struct {
+	ch      chan struct{} // buffered; receives the grant
+	granted bool          // guarded by Bulkhead.mu
+	slot    Slot
+}
+
+// NewBulkhead returns a bulkhead of limit slots, or an error describing
+// every invalid argument or option. limit must be at least 1.
+func NewBulkhead(limit int, opts ...BulkheadOption) (*Bulkhead, error) {
+	c, err := newBulkheadConfig(limit, nil, opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.newBulkhead(""), nil
+}
+
+func (c *bulkheadConfig) newBulkhead(key string) *Bulkhead {
+	b := &Bulkhead{key: key, cfg: c, start: time.Now()}
+	b.limit.Store(int64(c.limit))
+	if c.adaptive != nil {
+		b.adapt, _ = c.adaptive.adaptive(c.limit)
+	}
+	return b
+}
+
+func (b *Bulkhead) now() int64 { return int64(time.Since(b.start)) }
+
+// Key returns the bulkhead's key ("" for one made by [NewBulkhead]).
+func (b *Bulkhead) Key() string {
+	if b == nil {
+		return ""
+	}
+	return b.key
+}
+
+// Slot is one admission by a [Bulkhead]. Give it back exactly once with
+// [Slot.Release] (or [Slot.Drop] or [Slot.Ignore], which also tell an
+// adaptive limit what happened) when the request is over. The methods
+// clear the Slot, so calling one again on the same variable does nothing;
+// a copy of a Slot is the same slot, so release only one copy. A Slot is
+// not safe for concurrent use. The zero Slot holds nothing.
+type Slot struct {
+	b       *Bulkhead
+	epoch   uint32
+	verdict slotVerdict
+	start   int64 // adaptive limits: bulkhead nanoseconds at admission
+}
+
+type slotVerdict uint8
+
+const (
+	slotOK     slotVerdict = iota // a latency sample
+	slotDrop                      // an overload signal
+	slotIgnore                    // nothing to learn
+)
+
+// Held reports whether the slot still has to be given back.
+func (s *Slot) Held() bool { return s.b != nil }
+
+// Release gives the slot back. For an adaptive limit it reports a request
+// that completed normally, with the time since [Bulkhead.Acquire] as its
+// latency.
+func (s *Slot) Release() { s.done(slotOK) }
+
+// Drop gives the slot back and reports, to an adaptive limit, that the
+// request was dropped or timed out: the upstream is overloaded.
+func (s *Slot) Drop() { s.done(slotDrop) }
+
+// Ignore gives the slot back without teaching an adaptive limit anything,
+// for a request that was cancelled by its caller.
+func (s *Slot) Ignore() { s.done(slotIgnore) }
+
+// release gives the slot back with the verdict set by judge.
+func (s *Slot) release() { s.done(s.verdict) }
+
+// judge sets what an adaptive limit learns from an attempt's outcome when
+// the slot is released: timeouts, throttling and 503s are drops, the
+// caller's cancellations, rejections and connection failures teach
+// nothing, everything else is a latency sample.
+func (s *Slot) judge(o Outcome) {
+	switch {
+	case o.Category == Timeout, o.Category == Throttled, o.Status == http.StatusServiceUnavailable:
+		s.verdict = slotDrop
+	case o.Category == Canceled, o.Category == Rejected, o.Category == NetworkError:
+		s.verdict = slotIgnore
+	default:
+		s.verdict = slotOK
+	}
+}
+
+func (s *Slot) done(v slotVerdict) {
+	b := s.b
+	if b == nil {
+		return
+	}
+	s.b = nil
+	b.release(s.epoch, s.start, v)
+}
+
+// Acquire takes a slot. When every slot is taken it waits in the queue, if
+// the bulkhead has one with room, until a slot is free, the queue wait
+// ends or ctx's deadline is reached; then, or at once without a queue, it
+// returns a *[ConcurrencyError]. If ctx ends while waiting, Acquire
+// returns ctx.Err(). Slots are granted to waiters in arrival order.
+func (b *Bulkhead) Acquire(ctx context.Context) (Slot, error) { return b.acquire(ctx, time.Time{}) }
+
+// TryAcquire takes a slot if one is free now, without waiting.
+func (b *Bulkhead) TryAcquire() (Slot, bool) {
+	if b == nil {
+		return Slot{}, true
+	}
+	if b.nwait.Load() != 0 {
+		return Slot{}, false
+	}
+	return b.tryAcquire()
+}
+
+// acquire is Acquire with an extra deadline dl (zero: none).
+func (b *Bulkhead) acquire(ctx context.Context, dl time.Time) (Slot, error) {
+	if b == nil {
+		return Slot{}, nil
+	}
+	if b.nwait.Load() == 0 {
+		if s, ok := b.tryAcquire(); ok {
+			return s, nil
+		}
+	}
+	return b.acquireSlow(ctx, dl)
+}
+
+func (b *Bulkhead) tryAcquire() (Slot, bool) {
+	limit := uint64(b.limit.Load())
+	for {
+		st := b.state.Load()
+		if st&inFlightMask >= limit {
+			return Slot{}, false
+		}
+		if b.state.CompareAndSwap(st, st+1) {
+			s := Slot{b: b, epoch: uint32(st >> 32)}
+			if b.adapt != nil {
+				s.start = b.now()
+			}
+			return s, true
+		}
+	}
+}
+
+func (b *Bulkhead) acquireSlow(ctx context.Context, dl time.Time) (Slot, error) {
+	b.mu.Lock()
+	// Counting ourselves before looking at the slots pairs with release,
+	// which frees a slot before looking at nwait: one of the two sees the
+	// other, so a freed slot never misses a waiter.
+	b.nwait.Add(1)
+	if len(b.queue) == 0 {
+		if s, ok := b.tryAcquire(); ok {
+			b.nwait.Add(-1)
+			b.mu.Unlock()
+			return s, nil
+		}
+	}
+	wait := b.cfg.maxWait
+	t := time.Now()
+	if left, ok := timeLeft(ctx, dl, t); ok && left < wait {
+		wait = left
+	}
+	if len(b.queue) >= b.cfg.maxQueue || wait <= 0 {
+		b.nwait.Add(-1)
+		b.mu.Unlock()
+		return Slot{}, b.reject(0)
+	}
+	w := &bulkheadWaiter{ch: make(chan struct{}, 1)}
+	b.queue = append(b.queue, w)
+	b.mu.Unlock()
+
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-w.ch:
+		return w.slot, nil
+	case <-timer.C:
+		if b.leave(w) {
+			return Slot{}, b.reject(time.Since(t))
+		}
+		<-w.ch // granted meanwhile: take it
+		return w.slot, nil
+	case <-ctx.Done():
+		if !b.leave(w) {
+			<-w.ch
+			w.slot.Ignore()
+		}
+		return Slot{}, ctx.Err()
+	}
+}
+
+// leave takes w out of the queue, or reports false when it was granted a
+// slot already.
+func (b *Bulkhead) leave(w *bulkheadWaiter) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if w.granted {
+		return false
+	}
+	if i := slices.Index(b.queue, w); i >= 0 {
+		b.queue = slices.Delete(b.queue, i, i+1)
+	}
+	b.nwait.Add(-1)
+	return true
+}
+
+func (b *Bulkhead) reject(waited time.Duration) error {
+	return &ConcurrencyError{Key: b.key, Limit: int(b.limit.Load()), InFlight: int(b.state.Load() & inFlightMask), Waited: waited}
+}
+
+// release gives back a slot of epoch; a slot from before a Reset is not
+// counted any more.
+func (b *Bulkhead) release(epoch uint32, start int64, v slotVerdict) {
+	for {
+		st := b.state.Load()
+		if uint32(st>>32) != epoch || st&inFlightMask == 0 {
+			break
+		}
+		if b.state.CompareAndSwap(st, st-1) {
+			if b.adapt != nil && v != slotIgnore {
+				b.adapt.sample(b, start, int(st&inFlightMask), v == slotDrop)
+			}
+			break
+		}
+	}
+	if b.nwait.Load() != 0 {
+		b.dispatch()
+	}
+}
+
+// dispatch grants free slots to waiters in arrival order.
+func (b *Bulkhead) dispatch() {
+	b.mu.Lock()
+	for len(b.queue) > 0 {
+		s, ok := b.tryAcquire()
+		if !ok {
+			break
+		}
+		w := b.queue[0]
+		b.queue[0] = nil
+		b.queue = b.queue[1:]
+		w.granted, w.slot = true, s
+		b.nwait.Add(-1)
+		w.ch <- struct{}{}
+	}
+	if len(b.queue) == 0 {
+		b.queue = nil
+	}
+	b.mu.Unlock()
+}
+
+// InFlight reports how many slots are held.
+func (b *Bulkhead) InFlight() int {
+	if b == nil {
+		return 0
+	}
+	return int(b.state.Load() & inFlightMask)
+}
+
+// Limit reports the current limit (0 for nil).
+func (b *Bulkhead) Limit() int {
+	if b == nil {
+		return 0
+	}
+	return int(b.limit.Load())
+}
+
+// Queued reports how many requests are waiting for a slot.
+func (b *Bulkhead) Queued() int {
+	if b == nil {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue)
+}
+
+// Reset forgets every slot held, as if all were released, without
+// stopping the requests that hold them (their Release then does nothing),
+// and sets an adaptive limit back to its initial value. Waiting requests
+// are granted the freed slots.
+func (b *Bulkhead) Reset() {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	for {
+		st := b.state.Load()
+		if b.state.CompareAndSwap(st, (st>>32+1)<<32) {
+			break
+		}
+	}
+	if b.adapt != nil {
+		b.adapt.reset(b)
+	}
+	b.mu.Unlock()
+	b.dispatch()
+}
+
+func (b *Bulkhead) evictable() bool {
+	return b.state.Load()&inFlightMask == 0 && b.nwait.Load() == 0
+}
+
+// BulkheadSnapshot is a point-in-time view of one bulkhead.
+type BulkheadSnapshot struct {
+	Key      string `json:"key"`
+	Limit    int    `json:"limit"`
+	InFlight int    `json:"in_flight"`
+	Queued   int    `json:"queued"`
+	// Saturated reports that every slot is taken.
+	Saturated bool `json:"saturated"`
+}
+
+// Snapshot returns the bulkhead's current state.
+func (b *Bulkhead) Snapshot() BulkheadSnapshot {
+	if b == nil {
+		return BulkheadSnapshot{}
+	}
+	s := BulkheadSnapshot{Key: b.key, Limit: b.Limit(), InFlight: b.InFlight(), Queued: b.Queued()}
+	s.Saturated = s.InFlight >= s.Limit
+	return s
+}
+
+// Bulkheads is a registry of bulkheads, one per key, all configured alike,
+// created on first use and bounded in number (see [WithBulkheadKeys]). It
+// is safe for concurrent use. Reads never create a bulkhead. A nil
+// *Bulkheads admits everything.
+type Bulkheads struct {
+	cfg *bulkheadConfig
+	m   *keyedMap[*Bulkhead]
+}
+
+// NewBulkheads returns a registry of bulkheads of limit slots each, or an
+// error describing every invalid argument or option.
+func NewBulkheads(limit int, opts ...BulkheadOption) (*Bulkheads, error) {
+	return newBulkheads(limit, nil, opts)
+}
+
+func newBulkheads(limit int, defaults, opts []BulkheadOption) (*Bulkheads, error) {
+	c, err := newBulkheadConfig(limit, defaults, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Bulkheads{cfg: c, m: newKeyedMap(c.maxKeys, c.idleTTL, c.newBulkhead, (*Bulkhead).evictable)}, nil
+}
+
+// Get returns key's bulkhead, creating it if needed (nil for a nil
+// registry).
+func (bs *Bulkheads) Get(key string) *Bulkhead {
+	if bs == nil {
+		return nil
+	}
+	return bs.m.get(key)
+}
+
+// Lookup returns key's bulkhead without creating it.
+func (bs *Bulkheads) Lookup(key string) (*Bulkhead, bool) {
+	if bs == nil {
+		return nil, false
+	}
+	return bs.m.lookup(key)
+}
+
+// Len reports how many bulkheads the registry holds.
+func (bs *Bulkheads) Len() int {
+	if bs == nil {
+		return 0
+	}
+	return bs.m.len()
+}
+
+// Acquire takes a slot of key's bulkhead. See [Bulkhead.Acquire].
+func (bs *Bulkheads) Acquire(ctx context.Context, key string) (Slot, error) {
+	if bs == nil {
+		return Slot{}, nil
+	}
+	return bs.m.get(key).acquire(ctx, time.Time{})
+}
+
+// InFlight reports how many of key's slots are held.
+func (bs *Bulkheads) InFlight(key string) int {
+	b, _ := bs.Lookup(key)
+	return b.InFlight()
+}
+
+// Limit reports key's current limit: the configured one for a key never
+// used (0 for a nil registry).
+func (bs *Bulkheads) Limit(key string) int {
+	if bs == nil {
+		return 0
+	}
+	if b, ok := bs.Lookup(key); ok {
+		return b.Limit()
+	}
+	return bs.cfg.limit
+}
+
+// Reset forgets key's slots. See [Bulkhead.Reset].
+func (bs *Bulkheads) Reset(key string) {
+	if b, ok := bs.Lookup(key); ok {
+		b.Reset()
+	}
+}
+
+// Snapshot returns key's state, or false when no bulkhead exists for key.
+func (bs *Bulkheads) Snapshot(key string) (BulkheadSnapshot, bool) {
+	b, ok := bs.Lookup(key)
+	if !ok {
+		return BulkheadSnapshot{}, false
+	}
+	return b.Snapshot(), true
+}
+
+// Snapshots returns the state of every bulkhead in the registry.
+func (bs *Bulkheads) Snapshots() []BulkheadSnapshot {
+	if bs == nil {
+		return nil
+	}
+	var out []BulkheadSnapshot
+	bs.m.each(func(_ string, b *Bulkhead) { out = append(out, b.Snapshot()) })
+	return out
+}
+
+// AdaptiveLimit is an algorithm that moves a bulkhead's limit: [AIMD] or
+// [Gradient]. Both learn once per window of samples, a window being at
+// least 10 released slots and at least as many as the current limit (about
+// one round trip at full concurrency), and both keep the limit within
+// their Min and Max.
+type AdaptiveLimit interface {
+	adaptive(initial int) (*adaptiveLimit, error)
+}
+
+// AIMD is an additive-increase, multiplicative-decrease limit, as TCP's
+// congestion window: after a window in which some slot reported a drop
+// ([Slot.Drop], or a latency above Timeout) the limit is multiplied by
+// Backoff; after a window without drops in which at least half the limit
+// was in use, it grows by Increase. As in TCP's fast recovery, the limit
+// is cut at most once per round trip: samples of requests admitted before
+// a cut are left out, since they report the load that caused it. Zero
+// fields take their defaults.
+type AIMD struct {
+	// Min and Max bound the limit. Defaults: 1 and 10 times the initial
+	// limit.
+	Min, Max int
+	// Increase is added after a good window. Default: 1.
+	Increase float64
+	// Backoff multiplies the limit after a window with drops; in (0, 1).
+	// Default: 0.9.
+	Backoff float64
+	// Timeout, when positive, counts a slot held longer as a drop.
+	Timeout time.Duration
+}
+
+// Gradient is a latency-based limit in the manner of Netflix's
+// concurrency-limits Gradient2. Zero fields take their defaults. After
+// each window, with short the mean latency of the window's samples and
+// long the long-term (no-load) latency:
+//
+//	gradient = clamp(Tolerance × long / short, 0.5, 1)
+//	newLimit = limit × gradient + QueueSize(limit)
+//	limit    = limit × (1 − Smoothing) + newLimit × Smoothing, within [Min, Max]
+//
+// When the latency does not rise, the gradient is 1 and the limit grows by
+// about Smoothing × QueueSize(limit) per window; when requests queue at
+// the upstream, the latency rises and the gradient pulls the limit down.
+// It settles where the upstream keeps about QueueSize(limit) requests
+// queued: against an upstream that serves C requests at once and queues
+// the rest (latency proportional to concurrency above C), near
+// C + √(C + √C), 25 for C = 20; against one whose latency grows faster
+// beyond C, closer to C.
+//
+// long is an exponentially weighted moving average over LongWindow windows
+// of the windows that show no queueing (short at most 1.1 × long); a
+// window faster than long counts as well, slower ones are left out.
+// Gradient2 averages every window, so under sustained load the queueing
+// delay the limit itself causes becomes the baseline and the limit drifts
+// upward; leaving those windows out avoids the drift. long is measured
+// afresh from the first window, whenever the limit is at Min, and by a
+// probe: every ProbeInterval, if the last window showed queueing, the limit
+// drops to max(Min, QueueSize(limit)) for one window of requests started
+// after the drop, whose latency becomes long. The probe is how the limit
+// follows an upstream that became slower for good.
+//
+// A window in which at least half the limit was not in use does not grow
+// the limit and adds no queue allowance (the load, not the upstream, set
+// the latency); it may still shrink it. Drops
+// ([Slot.Drop]) are left out of the latency mean, and a window with drops
+// does not grow: its gradient is at most 0.9 and it adds no queue
+// allowance.
+type Gradient struct {
+	// Min and Max bound the limit. Defaults: 1 and 10 times the initial
+	// limit.
+	Min, Max int
+	// Smoothing weighs each window's new limit; in (0, 1]. Default: 0.2.
+	Smoothing float64
+	// Tolerance is how much slower than long a window may be before the
+	// limit shrinks; at least 1. Default: 1.
+	Tolerance float64
+	// LongWindow is the number of windows long averages over. Default: 100.
+	LongWindow int
+	// ProbeInterval is the time between probes of the no-load latency; a
+	// negative value disables probes. Default: 1 minute.
+	ProbeInterval time.Duration
+	// QueueSize is how many requests may queue at the upstream at a given
+	// limit. Default: √limit.
+	QueueSize func(limit float64) float64
+}
+
+// Defaults of the adaptive limits.
+const (
+	adaptiveMinWindow       = 10
+	defaultAIMDBackoff      = 0.9
+	defaultGradientSmooth   = 0.2
+	defaultGradientLong     = 100
+	defaultGradientProbe    = time.Minute
+	gradientLearnBand       = 1.1
+	gradientMinGradient     = 0.5
+	gradientDroppedGradient = 0.9
+)
+
+const (
+	kindAIMD = iota
+	kindGradient
+)
+
+// adaptiveLimit is the state of an adaptive limit, guarded by mu.
+type adaptiveLimit struct {
+	kind     int
+	aimd     AIMD
+	grad     Gradient
+	min, max float64
+	initial  float64
+
+	mu    sync.Mutex
+	limit float64
+	// the current window
+	samples, rttN, drops, maxInFlight int
+	rttSum                            int64
+	// probeStart: samples of requests admitted earlier are left out while
+	// probing (Gradient) or recovering from a cut (AIMD).
+	probing               bool
+	probeStart, nextProbe int64
+	// Gradient
+	long float64 // nanoseconds; 0 until the first window
+}
+
+func bounds(initial, lo, hi int) (float64, float64, error) {
+	if lo == 0 {
+		lo = 1
+	}
+	if hi == 0 {
+		hi = max(initial, min(maxBulkheadLimit, 10*initial))
+	}
+	if lo < 1 || hi > maxBulkheadLimit || lo > initial || initial > hi {
+		return 0, 0, fmt.Errorf("breakwater: adaptive limit needs 1 <= Min <= limit <= Max <= %d, got Min %d, limit %d, Max %d", maxBulkheadLimit, lo, initial, hi)
+	}
+	return float64(lo), float64(hi), nil
+}
+
+func (a AIMD) adaptive(initial int) (*adaptiveLimit, error) {
+	if a.Increase == 0 {
+		a.Increase = 1
+	}
+	if a.Backoff == 0 {
+		a.Backoff = defaultAIMDBackoff
+	}
+	lo, hi, err := bounds(initial, a.Min, a.Max)
+	var errs []error
+	errs = append(errs, err)
+	if !(a.Increase > 0) || math.IsInf(a.Increase, 0) {
+		errs = append(errs, fmt.Errorf("breakwater: AIMD increase must be > 0, got %v", a.Increase))
+	}
+	if !(a.Backoff > 0 && a.Backoff < 1) {
+		errs = append(errs, fmt.Errorf("breakwater: AIMD backoff must be in (0, 1), got %v", a.Backoff))
+	}
+	if a.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("breakwater: AIMD timeout must be >= 0, got %s", a.Timeout))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &adaptiveLimit{kind: kindAIMD, aimd: a, min: lo, max: hi, initial: float64(initial), limit: float64(initial)}, nil
+}
+
+func (g Gradient) adaptive(initial int) (*adaptiveLimit, error) {
+	if g.Smoothing == 0 {
+		g.Smoothing = defaultGradientSmooth
+	}
+	if g.Tolerance == 0 {
+		g.Tolerance = 1
+	}
+	if g.LongWindow == 0 {
+		g.LongWindow = defaultGradientLong
+	}
+	if g.ProbeInterval == 0 {
+		g.ProbeInterval = defaultGradientProbe
+	}
+	if g.QueueSize == nil {
+		g.QueueSize = math.Sqrt
+	}
+	lo, hi, err := bounds(initial, g.Min, g.Max)
+	var errs []error
+	errs = append(errs, err)
+	if !(g.Smoothing > 0 && g.Smoothing <= 1) {
+		errs = append(errs, fmt.Errorf("breakwater: gradient smoothing must be in (0, 1], got %v", g.Smoothing))
+	}
+	if !(g.Tolerance >= 1) || math.IsInf(g.Tolerance, 0) {
+		errs = append(errs, fmt.Errorf("breakwater: gradient tolerance must be >= 1, got %v", g.Tolerance))
+	}
+	if g.LongWindow < 1 {
+		errs = append(errs, fmt.Errorf("breakwater: gradient long window must be >= 1, got %d", g.LongWindow))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &adaptiveLimit{kind: kindGradient, grad: g, min: lo, max: hi, initial: float64(initial), limit: float64(initial)}, nil
+}
+
+// sample records one released slot: admitted at start (bulkhead
+// nanoseconds), released with inFlight slots held, dropped or not.
+func (a *adaptiveLimit) sample(b *Bulkhead, start int64, inFlight int, dropped bool) {
+	now := b.now()
+	rtt := now - start
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.probing && start < a.probeStart {
+		return // admitted before the probe or the cut: it reports older load
+	}
+	if a.kind == kindAIMD && a.aimd.Timeout > 0 && rtt > int64(a.aimd.Timeout) {
+		dropped = true
+	}
+	a.samples++
+	a.maxInFlight = max(a.maxInFlight, inFlight)
+	if dropped {
+		a.drops++
+	} else {
+		a.rttSum += rtt
+		a.rttN++
+	}
+	if a.samples < max(adaptiveMinWindow, int(a.limit)) {
+		return
+	}
+	if a.kind == kindAIMD {
+		a.updateAIMD(now)
+	} else {
+		a.updateGradient(now)
+	}
+	a.limit = min(a.max, max(a.min, a.limit))
+	a.samples, a.rttN, a.drops, a.maxInFlight, a.rttSum = 0, 0, 0, 0, 0
+	b.limit.Store(int64(a.limit))
+}
+
+func (a *adaptiveLimit) updateAIMD(now int64) {
+	a.probing = false // this window holds only samples admitted after the last cut
+	switch {
+	case a.drops > 0:
+		a.limit *= a.aimd.Backoff
+		a.probing, a.probeStart = true, now
+	case 2*float64(a.maxInFlight) >= a.limit:
+		a.limit += a.aimd.Increase
+	}
+}
+
+func (a *adaptiveLimit) updateGradient(now int64) {
+	g := &a.grad
+	gradient, queue := 1.0, g.QueueSize(a.limit)
+	if a.rttN > 0 {
+		short := float64(a.rttSum) / float64(a.rttN)
+		switch {
+		case a.long == 0 || a.probing || a.limit <= a.min:
+			a.long, a.probing = short, false
+		case short <= gradientLearnBand*a.long:
+			a.long += (short - a.long) / float64(g.LongWindow)
+		}
+		gradient = min(1, max(gradientMinGradient, g.Tolerance*a.long/short))
+	}
+	if a.nextProbe == 0 {
+		a.nextProbe = now + int64(g.ProbeInterval)
+	}
+	switch {
+	case a.drops > 0:
+		gradient, queue = min(gradient, gradientDroppedGradient), 0
+	case 2*float64(a.maxInFlight) < a.limit:
+		if gradient >= 1 {
+			return // not enough load to learn from
+		}
+		queue = 0
+	}
+	next := a.limit*gradient + max(0, queue)
+	a.limit = a.limit*(1-g.Smoothing) + next*g.Smoothing
+	if g.ProbeInterval > 0 && now >= a.nextProbe {
+		a.nextProbe = now + int64(g.ProbeInterval)
+		if gradient < 1 {
+			a.probing, a.probeStart = true, now
+			a.limit = max(a.min, g.QueueSize(a.limit))
+		}
+	}
+}
+
+// reset sets the limit back to its initial value and forgets what was
+// learnt.
+func (a *adaptiveLimit) reset(b *Bulkhead) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.limit = a.initial
+	a.samples, a.rttN, a.drops, a.maxInFlight, a.rttSum = 0, 0, 0, 0, 0
+	a.long, a.probing, a.nextProbe = 0, false, 0
+	b.limit.Store(int64(a.limit))
+}
+
+// WithConcurrencyLimit gives every key a bulkhead of limit slots; each
+// attempt holds a slot, after its token and before the attempt timeout,
+// until its response body is closed or read to the end, or until the
+// attempt's context ends (the attempt timeout, the call timeout or the
+// caller's cancellation), whichever comes first. No slot is held while
+// backing off between attempts. A refusal ends the call with a
+// *[ConcurrencyError] (category [Rejected]: never retried, not charged to
+// the breaker). Default: none.
+func WithConcurrencyLimit(limit int, opts ...BulkheadOption) Option {
+	return optionFunc(func(c *config) {
+		c.limits.bulkSet, c.limits.bulk = true, nil
+		c.limits.bulkLimit, c.limits.bulkOpts = limit, opts
+	})
+}
+
+// WithBulkheads shares an existing registry of bulkheads (for example
+// between a Transport and inbound middleware guarding the same upstream);
+// nil removes the concurrency limit.
+func WithBulkheads(bs *Bulkheads) Option {
+	return optionFunc(func(c *config) { c.limits.bulkSet, c.limits.bulk = false, bs })
+}

@@ -1,0 +1,662 @@
+package breakwater_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	bw "github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/breakwatertest"
+)
+
+func newBulkhead(t *testing.T, limit int, opts ...bw.BulkheadOption) *bw.Bulkhead {
+	t.Helper()
+	b, err := bw.NewBulkhead(limit, opts...)
+	if err != nil {
+		t.Fatalf("NewBulkhead: %v", err)
+	}
+	return b
+}
+
+func TestBulkheadOptionValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		limit int
+		opts  []bw.BulkheadOption
+	}{
+		{"zero limit", 0, nil},
+		{"huge limit", 1 << 31, nil},
+		{"queue without wait", 4, []bw.BulkheadOption{bw.WithBulkheadQueue(4, 0)}},
+		{"wait without queue", 4, []bw.BulkheadOption{bw.WithBulkheadQueue(0, time.Second)}},
+		{"negative queue", 4, []bw.BulkheadOption{bw.WithBulkheadQueue(-1, time.Second)}},
+		{"no keys", 4, []bw.BulkheadOption{bw.WithBulkheadKeys(0, time.Minute)}},
+		{"AIMD max below limit", 4, []bw.BulkheadOption{bw.WithAdaptiveLimit(bw.AIMD{Max: 2})}},
+		{"AIMD min above limit", 4, []bw.BulkheadOption{bw.WithAdaptiveLimit(bw.AIMD{Min: 5})}},
+		{"AIMD backoff 1", 4, []bw.BulkheadOption{bw.WithAdaptiveLimit(bw.AIMD{Backoff: 1})}},
+		{"AIMD negative increase", 4, []bw.BulkheadOption{bw.WithAdaptiveLimit(bw.AIMD{Increase: -1})}},
+		{"AIMD negative timeout", 4, []bw.BulkheadOption{bw.WithAdaptiveLimit(bw.AIMD{Timeout: -1})}},
+		{"gradient smoothing 2", 4, []bw.BulkheadOption{bw.WithAdaptiveLimit(bw.Gradient{Smoothing: 2})}},
+		{"gradient tolerance 0.5", 4, []bw.BulkheadOption{bw.WithAdaptiveLimit(bw.Gradient{Tolerance: 0.5})}},
+		{"gradient long window", 4, []bw.BulkheadOption{bw.WithAdaptiveLimit(bw.Gradient{LongWindow: -1})}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := bw.NewBulkhead(tc.limit, tc.opts...); err == nil {
+				t.Error("NewBulkhead accepted it")
+			}
+			if _, err := bw.NewBulkheads(tc.limit, tc.opts...); err == nil {
+				t.Error("NewBulkheads accepted it")
+			}
+		})
+	}
+}
+
+func TestBulkheadRejectsAtOnceWithoutQueue(t *testing.T) {
+	b := newBulkhead(t, 2)
+	ctx := context.Background()
+	s1, err1 := b.Acquire(ctx)
+	s2, err2 := b.Acquire(ctx)
+	if err1 != nil || err2 != nil || b.InFlight() != 2 {
+		t.Fatalf("%v %v, in flight %d", err1, err2, b.InFlight())
+	}
+	_, err := b.Acquire(ctx)
+	var ce *bw.ConcurrencyError
+	if !errors.Is(err, bw.ErrConcurrencyLimit) || !errors.As(err, &ce) || ce.Limit != 2 || ce.InFlight != 2 || ce.Waited != 0 {
+		t.Fatalf("third Acquire: %v", err)
+	}
+	if _, ok := b.TryAcquire(); ok {
+		t.Fatal("TryAcquire admitted a third")
+	}
+	if s := b.Snapshot(); !s.Saturated || s.InFlight != 2 || s.Limit != 2 {
+		t.Fatalf("snapshot %+v", s)
+	}
+	s1.Release()
+	s1.Release() // a second Release of the same slot does nothing
+	if b.InFlight() != 1 || s1.Held() || !s2.Held() {
+		t.Fatalf("in flight %d after releasing one slot twice", b.InFlight())
+	}
+	s3, ok := b.TryAcquire()
+	if !ok {
+		t.Fatal("TryAcquire refused a free slot")
+	}
+	s2.Drop()
+	s3.Ignore()
+	if b.InFlight() != 0 {
+		t.Fatalf("in flight %d", b.InFlight())
+	}
+	var none bw.Slot
+	none.Release()
+}
+
+func TestBulkheadQueueIsFIFOAndBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBulkhead(t, 1, bw.WithBulkheadQueue(3, 10*time.Second))
+		holder, _ := b.Acquire(context.Background())
+		var mu sync.Mutex
+		var order []int
+		slots := make(chan bw.Slot, 3)
+		var wg sync.WaitGroup
+		for i := range 3 {
+			wg.Go(func() {
+				s, err := b.Acquire(context.Background())
+				if err != nil {
+					t.Errorf("waiter %d: %v", i, err)
+					return
+				}
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+				slots <- s
+			})
+			synctest.Wait() // waiter i is queued before i+1
+		}
+		if b.Queued() != 3 {
+			t.Fatalf("queued %d", b.Queued())
+		}
+		start := time.Now()
+		if _, err := b.Acquire(context.Background()); !errors.Is(err, bw.ErrConcurrencyLimit) || time.Since(start) != 0 {
+			t.Fatalf("a fourth waiter with the queue full: %v after %s", err, time.Since(start))
+		}
+		holder.Release()
+		for range 3 {
+			s := <-slots
+			if b.InFlight() != 1 {
+				t.Fatalf("in flight %d", b.InFlight())
+			}
+			s.Release()
+		}
+		wg.Wait()
+		if !slices.Equal(order, []int{0, 1, 2}) {
+			t.Fatalf("waiters served in order %v", order)
+		}
+	})
+}
+
+func TestBulkheadQueueWaitEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBulkhead(t, 1, bw.WithBulkheadQueue(5, 2*time.Second))
+		holder, _ := b.Acquire(context.Background())
+		start := time.Now()
+		_, err := b.Acquire(context.Background())
+		var ce *bw.ConcurrencyError
+		if !errors.As(err, &ce) || ce.Waited != 2*time.Second || time.Since(start) != 2*time.Second {
+			t.Fatalf("queue wait: %v after %s", err, time.Since(start))
+		}
+		// A deadline shorter than the queue wait ends it earlier.
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		start = time.Now()
+		if _, err := b.Acquire(ctx); err == nil || time.Since(start) != 500*time.Millisecond {
+			t.Fatalf("deadline: %v after %s", err, time.Since(start))
+		}
+		// Cancellation.
+		ctx2, cancel2 := context.WithCancel(context.Background())
+		go func() { time.Sleep(time.Second / 4); cancel2() }()
+		if _, err := b.Acquire(ctx2); err != context.Canceled {
+			t.Fatalf("cancelled: %v", err)
+		}
+		if b.Queued() != 0 {
+			t.Fatalf("queued %d after every waiter left", b.Queued())
+		}
+		holder.Release()
+		if s, err := b.Acquire(context.Background()); err != nil || b.InFlight() != 1 {
+			t.Fatalf("after the waiters left: %v", err)
+		} else {
+			s.Release()
+		}
+	})
+}
+
+func TestBulkheadResetForgetsSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBulkhead(t, 2, bw.WithBulkheadQueue(1, time.Minute))
+		s1, _ := b.Acquire(context.Background())
+		s2, _ := b.Acquire(context.Background())
+		got := make(chan bw.Slot)
+		go func() {
+			s, _ := b.Acquire(context.Background())
+			got <- s
+		}()
+		synctest.Wait()
+		b.Reset() // the waiter gets a slot at once
+		s3 := <-got
+		if b.InFlight() != 1 {
+			t.Fatalf("in flight %d after Reset and one grant", b.InFlight())
+		}
+		s1.Release() // from before the Reset: not counted any more
+		s2.Release()
+		if b.InFlight() != 1 {
+			t.Fatalf("in flight %d: a slot from before Reset was counted", b.InFlight())
+		}
+		s3.Release()
+		if b.InFlight() != 0 {
+			t.Fatalf("in flight %d", b.InFlight())
+		}
+	})
+}
+
+func TestBulkheadHammer(t *testing.T) {
+	b := newBulkhead(t, 8, bw.WithBulkheadQueue(64, time.Second))
+	var inside, worst atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(g), 7))
+			for range 2000 {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(r.IntN(200))*time.Microsecond)
+				s, err := b.Acquire(ctx)
+				cancel()
+				if err != nil {
+					continue
+				}
+				n := inside.Add(1)
+				for {
+					w := worst.Load()
+					if n <= w || worst.CompareAndSwap(w, n) {
+						break
+					}
+				}
+				inside.Add(-1)
+				s.Release()
+			}
+		})
+	}
+	wg.Wait()
+	if worst.Load() > 8 || b.InFlight() != 0 || b.Queued() != 0 {
+		t.Fatalf("worst %d in flight, %d left in flight, %d queued", worst.Load(), b.InFlight(), b.Queued())
+	}
+}
+
+func TestBulkheadsRegistry(t *testing.T) {
+	bs, err := bw.NewBulkheads(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bs.Limit("a") != 2 || bs.InFlight("a") != 0 || bs.Len() != 0 {
+		t.Fatal("reads created a bulkhead or report wrong values")
+	}
+	sa, _ := bs.Acquire(context.Background(), "a")
+	bs.Acquire(context.Background(), "a")
+	if _, err := bs.Acquire(context.Background(), "a"); !errors.Is(err, bw.ErrConcurrencyLimit) {
+		t.Fatalf("third slot of a: %v", err)
+	}
+	var ce *bw.ConcurrencyError
+	if _, err := bs.Acquire(context.Background(), "a"); !errors.As(err, &ce) || ce.Key != "a" {
+		t.Fatalf("error key: %v", err)
+	}
+	if _, err := bs.Acquire(context.Background(), "b"); err != nil {
+		t.Fatalf("b shares a's slots: %v", err)
+	}
+	if s, ok := bs.Snapshot("a"); !ok || s.InFlight != 2 || !s.Saturated || s.Key != "a" {
+		t.Fatalf("snapshot %+v", s)
+	}
+	bs.Reset("a")
+	sa.Release()
+	if bs.InFlight("a") != 0 || len(bs.Snapshots()) != 2 {
+		t.Fatalf("after Reset: %d in flight", bs.InFlight("a"))
+	}
+	var none *bw.Bulkheads
+	if s, err := none.Acquire(context.Background(), "a"); err != nil || s.Held() || none.Limit("a") != 0 {
+		t.Fatal("a nil registry refused or holds a slot")
+	}
+}
+
+// scheduleCall is one call of a generated schedule: when it starts, what
+// the upstream does with it (sent as headers) and what the caller does with
+// the response.
+type scheduleCall struct {
+	at     time.Duration
+	header http.Header
+	caller string        // "read", "close", "cancel", "leave"
+	after  time.Duration // think time before close, or time until cancel
+}
+
+// scheduleStep turns a request's X-Test-* headers into a step.
+func scheduleStep(_ int, r *http.Request) breakwatertest.Step {
+	ms := func(k string) time.Duration {
+		n, _ := strconv.Atoi(r.Header.Get(k))
+		return time.Duration(n) * time.Millisecond
+	}
+	s := breakwatertest.Step{Delay: ms("X-Test-Delay"), SlowBody: ms("X-Test-Slow"), Hang: r.Header.Get("X-Test-Hang") != ""}
+	if s.SlowBody > 0 {
+		s.BodySize, s.ChunkSize = 8<<10, 1<<10
+	}
+	if st, _ := strconv.Atoi(r.Header.Get("X-Test-Status")); st != 0 {
+		s.Status = st
+	}
+	return s
+}
+
+func generateSchedule(r *rand.Rand, n int) []scheduleCall {
+	calls := make([]scheduleCall, n)
+	for i := range calls {
+		h := http.Header{}
+		switch r.IntN(5) {
+		case 0:
+			h.Set("X-Test-Delay", strconv.Itoa(r.IntN(600)))
+		case 1:
+			h.Set("X-Test-Slow", strconv.Itoa(20+r.IntN(150)))
+		case 2:
+			h.Set("X-Test-Hang", "1")
+		case 3:
+			h.Set("X-Test-Status", "503")
+			h.Set("X-Test-Delay", strconv.Itoa(r.IntN(100)))
+		}
+		calls[i] = scheduleCall{
+			at:     time.Duration(r.IntN(2000)) * time.Millisecond,
+			header: h,
+			caller: []string{"read", "close", "cancel", "leave"}[r.IntN(4)],
+			after:  time.Duration(r.IntN(1500)) * time.Millisecond,
+		}
+	}
+	return calls
+}
+
+// serverSpans records, on the bubble's clock, when each request's handler
+// ran: from its start until its request context ended (the handler
+// returned or the client went away).
+type serverSpans struct {
+	mu    sync.Mutex
+	spans [][2]time.Time
+}
+
+func (s *serverSpans) wrap(fn func(int, *http.Request) breakwatertest.Step) func(int, *http.Request) breakwatertest.Step {
+	return func(n int, r *http.Request) breakwatertest.Step {
+		start := time.Now()
+		s.mu.Lock()
+		i := len(s.spans)
+		s.spans = append(s.spans, [2]time.Time{start})
+		s.mu.Unlock()
+		context.AfterFunc(r.Context(), func() {
+			s.mu.Lock()
+			s.spans[i][1] = time.Now()
+			s.mu.Unlock()
+		})
+		return fn(n, r)
+	}
+}
+
+// maxOverlap is the largest number of spans [start, end) in progress at
+// one instant. A span that ends at t and one that starts at t do not
+// overlap: a slot handed over at t counts once.
+func (s *serverSpans) maxOverlap() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	type edge struct {
+		at    time.Time
+		delta int
+	}
+	var edges []edge
+	for _, sp := range s.spans {
+		edges = append(edges, edge{sp[0], +1}, edge{sp[1], -1})
+	}
+	slices.SortFunc(edges, func(a, b edge) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return a.delta - b.delta // ends before starts
+	})
+	n, worst := 0, 0
+	for _, e := range edges {
+		n += e.delta
+		worst = max(worst, n)
+	}
+	return worst
+}
+
+func runSchedule(t *testing.T, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 42))
+	var spans serverSpans
+	u := breakwatertest.NewPipeUpstreamFunc(t, spans.wrap(scheduleStep))
+	var opts []bw.BulkheadOption
+	if r.IntN(2) == 0 {
+		opts = append(opts, bw.WithBulkheadQueue(1+r.IntN(8), time.Duration(50+r.IntN(500))*time.Millisecond))
+	}
+	tr := newTransport(t, u.Transport(), bw.WithConcurrencyLimit(8, opts...),
+		bw.WithAttemptTimeout(time.Second), bw.WithCallTimeout(3*time.Second), bw.WithMaxAttempts(1+r.IntN(3)),
+		bw.WithoutRetryBudget(), bw.WithBreaker(bw.WithBreakerMode(bw.ModeDisabled)))
+	calls := generateSchedule(r, 40)
+	leftOpen := make(chan io.Closer, len(calls))
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, c := range calls {
+		wg.Go(func() {
+			time.Sleep(c.at)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if c.caller == "cancel" {
+				time.AfterFunc(c.after, cancel)
+			}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, breakwatertest.PipeURL+"/"+strconv.Itoa(i), nil)
+			req.Header = c.header
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				return
+			}
+			switch c.caller {
+			case "read", "cancel":
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			case "close":
+				time.Sleep(c.after)
+				resp.Body.Close()
+			case "leave":
+				leftOpen <- resp.Body // never closed until the schedule is over
+			}
+		})
+	}
+	wg.Wait()
+	time.Sleep(5 * time.Second) // past every attempt timeout
+	if n := tr.Bulkheads().InFlight(breakwatertest.PipeURL); n != 0 {
+		t.Errorf("seed %d: %d slots still held after every attempt ended", seed, n)
+	}
+	close(leftOpen)
+	for b := range leftOpen {
+		b.Close()
+	}
+	if n := spans.maxOverlap(); n > 8 {
+		t.Errorf("seed %d: the upstream had %d requests in flight at once, limit 8", seed, n)
+	}
+	if len(spans.spans) == 0 || time.Since(start) == 0 {
+		t.Errorf("seed %d: nothing reached the upstream", seed)
+	}
+}
+
+func TestTransportBulkheadRandomSchedules(t *testing.T) {
+	seeds := 200
+	if testing.Short() {
+		seeds = 20
+	}
+	for seed := range uint64(seeds) {
+		synctest.Test(t, func(t *testing.T) { runSchedule(t, seed) })
+	}
+}
+
+func TestTransportSlotOfAnUnclosedBodyEndsWithTheAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{BodySize: 64 << 10})
+		tr := newTransport(t, u.Transport(), bw.WithConcurrencyLimit(1, bw.WithBulkheadQueue(1, 5*time.Second)),
+			bw.WithAttemptTimeout(2*time.Second))
+		req, _ := http.NewRequest(http.MethodGet, breakwatertest.PipeURL+"/", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if r, took := send(context.Background(), tr, "upstream.test"); r.status != 200 || took != 2*time.Second {
+			t.Fatalf("second call: %+v after %s, want 200 once the first attempt's timeout freed the slot (2s)", r, took)
+		}
+		if at := u.Requests()[1].At; !at.Equal(start.Add(2 * time.Second)) {
+			t.Fatalf("second request reached the upstream at +%s", at.Sub(start))
+		}
+		if _, err := io.ReadAll(resp.Body); !errors.Is(err, bw.ErrAttemptTimeout) {
+			t.Fatalf("reading the expired body: %v", err)
+		}
+		resp.Body.Close() // releases nothing more
+		if n := tr.Bulkheads().InFlight(upstreamKey); n != 0 {
+			t.Fatalf("%d slots held", n)
+		}
+	})
+}
+
+func TestTransportSlotLifetime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstreamFunc(t, func(n int, r *http.Request) breakwatertest.Step {
+			if r.URL.Path == "/flaky" && n == 1 {
+				return breakwatertest.Step{Status: 503}
+			}
+			return breakwatertest.Step{Body: []byte("body")}
+		})
+		tr := newTransport(t, u.Transport(), bw.WithConcurrencyLimit(1), bw.WithBackoff(bw.Constant(time.Second)))
+		inFlight := func() int { return tr.Bulkheads().InFlight(upstreamKey) }
+
+		// Held until EOF, released at EOF.
+		req, _ := http.NewRequest(http.MethodGet, breakwatertest.PipeURL+"/", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil || inFlight() != 1 {
+			t.Fatalf("%v, in flight %d", err, inFlight())
+		}
+		if _, err := tr.RoundTrip(req); !errors.Is(err, bw.ErrConcurrencyLimit) {
+			t.Fatalf("a second call while the body is open: %v", err)
+		}
+		io.ReadAll(resp.Body)
+		if inFlight() != 0 {
+			t.Fatalf("in flight %d after EOF", inFlight())
+		}
+		resp.Body.Close()
+
+		// No slot while backing off: another call runs during the retry's
+		// sleep.
+		done := make(chan result)
+		go func() {
+			req, _ := http.NewRequest(http.MethodGet, breakwatertest.PipeURL+"/flaky", nil)
+			done <- do(tr, req)
+		}()
+		synctest.Wait()
+		if inFlight() != 0 {
+			t.Fatalf("in flight %d during the backoff", inFlight())
+		}
+		if r := get(tr); r.status != 200 {
+			t.Fatalf("call during the backoff: %+v", r)
+		}
+		if r := <-done; r.status != 200 {
+			t.Fatalf("retried call: %+v", r)
+		}
+		if inFlight() != 0 {
+			t.Fatalf("in flight %d at the end", inFlight())
+		}
+	})
+}
+
+// simulate drives a bulkhead with workers against a simulated upstream
+// whose latency for a request depends on the number in flight when it
+// starts, and samples the limit every 100 ms from `from` to `to`.
+func simulate(b *bw.Bulkhead, workers int, latency func(inFlight int) time.Duration, d, from time.Duration) (samples []int) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				s, err := b.Acquire(ctx)
+				if err != nil {
+					continue
+				}
+				time.Sleep(latency(b.InFlight()))
+				s.Release()
+			}
+		})
+	}
+	time.Sleep(from)
+	for ctx.Err() == nil {
+		samples = append(samples, b.Limit())
+		time.Sleep(100 * time.Millisecond)
+	}
+	wg.Wait()
+	return samples
+}
+
+// settled reports whether the limit never exceeded hi and spent at least
+// 90 % of the samples within [lo, hi]: a Gradient limit dips for about a
+// second when it probes the no-load latency.
+func settled(samples []int, lo, hi int) bool {
+	in := 0
+	for _, v := range samples {
+		if v >= lo && v <= hi {
+			in++
+		}
+	}
+	return len(samples) > 0 && slices.Max(samples) <= hi && in*10 >= 9*len(samples)
+}
+
+func describe(samples []int) string {
+	s := slices.Sorted(slices.Values(samples))
+	return fmt.Sprintf("min %d, median %d, max %d over %d samples", s[0], s[len(s)/2], s[len(s)-1], len(s))
+}
+
+func TestGradientSettlesAtTheKneeAndRecovers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBulkhead(t, 10, bw.WithBulkheadQueue(1000, time.Hour), bw.WithAdaptiveLimit(bw.Gradient{Max: 200}))
+		noise := rand.New(rand.NewPCG(1, 2))
+		var mu sync.Mutex
+		jitter := func(d time.Duration) time.Duration { // ±10 %
+			mu.Lock()
+			defer mu.Unlock()
+			return time.Duration(float64(d) * (0.9 + 0.2*noise.Float64()))
+		}
+		// Up to 20 requests at once the upstream answers in 50 ms; each
+		// one beyond 20 adds 10 % to every request's latency. The limit
+		// settles where about √limit requests queue: near 22.6.
+		knee := func(c int) time.Duration {
+			return jitter(time.Duration(float64(50*time.Millisecond) * (1 + 0.1*float64(max(0, c-20)))))
+		}
+		if s := simulate(b, 60, knee, 40*time.Second, 10*time.Second); !settled(s, 16, 24) {
+			t.Fatalf("steep knee at 20: the limit was at %s, want within 20 %% of 20", describe(s))
+		}
+		// The latency drops (the upstream scaled out): the limit grows
+		// until the workers, not the limit, bound the concurrency.
+		flat := func(int) time.Duration { return jitter(50 * time.Millisecond) }
+		if s := simulate(b, 60, flat, 20*time.Second, 10*time.Second); !settled(s, 60, 200) {
+			t.Fatalf("after the latency dropped the limit was at %s, want it to recover above 60", describe(s))
+		}
+		// An upstream that serves 20 at once and queues the rest (latency
+		// proportional to concurrency beyond 20) keeps about √limit
+		// requests queued: the limit settles near 25.
+		linear := func(c int) time.Duration {
+			return jitter(time.Duration(float64(50*time.Millisecond) * max(1, float64(c)/20)))
+		}
+		if s := simulate(b, 60, linear, 60*time.Second, 30*time.Second); !settled(s, 22, 27) {
+			t.Fatalf("queueing knee at 20: the limit was at %s, want about 25", describe(s))
+		}
+		// The upstream became slower for good (base latency × 1.5, knee
+		// still 20): the probe re-measures the no-load latency, and the
+		// limit settles near the knee again instead of staying low.
+		slower := func(c int) time.Duration {
+			return jitter(time.Duration(float64(75*time.Millisecond) * (1 + 0.1*float64(max(0, c-20)))))
+		}
+		if s := simulate(b, 60, slower, 4*time.Minute, 3*time.Minute); !settled(s, 16, 24) {
+			t.Fatalf("slower upstream: the limit was at %s, want it back within 20 %% of 20", describe(s))
+		}
+	})
+}
+
+func TestAIMD(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBulkhead(t, 10, bw.WithBulkheadQueue(1000, time.Hour), bw.WithAdaptiveLimit(bw.AIMD{Max: 50, Timeout: 100 * time.Millisecond}))
+		// Beyond 20 in flight the upstream takes 200 ms: over the AIMD
+		// timeout, a drop.
+		knee := func(c int) time.Duration {
+			if c > 20 {
+				return 200 * time.Millisecond
+			}
+			return 20 * time.Millisecond
+		}
+		if s := simulate(b, 60, knee, 30*time.Second, 10*time.Second); !settled(s, 16, 22) || slices.Min(s) < 16 {
+			t.Fatalf("AIMD around a knee at 20: the limit was at %s, want a sawtooth between 16 and 22", describe(s))
+		}
+		fast := func(int) time.Duration { return 20 * time.Millisecond }
+		if s := simulate(b, 60, fast, 20*time.Second, 15*time.Second); slices.Min(s) != 50 || slices.Max(s) != 50 {
+			t.Fatalf("AIMD without drops: the limit was at %s, want its max 50", describe(s))
+		}
+		slow := func(int) time.Duration { return 200 * time.Millisecond }
+		if s := simulate(b, 60, slow, 60*time.Second, 50*time.Second); slices.Min(s) != 1 || slices.Max(s) != 1 {
+			t.Fatalf("AIMD with every request dropped: the limit was at %s, want its min 1", describe(s))
+		}
+		b.Reset()
+		if b.Limit() != 10 {
+			t.Fatalf("Reset left the limit at %d", b.Limit())
+		}
+	})
+}
+
+func TestSlotDropAndIgnore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBulkhead(t, 20, bw.WithAdaptiveLimit(bw.AIMD{Min: 2, Max: 40}))
+		for range 20 { // one window of drops: 20 × 0.9
+			s, _ := b.Acquire(context.Background())
+			s.Drop()
+		}
+		if b.Limit() != 18 {
+			t.Fatalf("limit %d after a window of drops, want 18", b.Limit())
+		}
+		for range 100 { // ignored samples teach nothing
+			s, _ := b.Acquire(context.Background())
+			s.Ignore()
+		}
+		if b.Limit() != 18 {
+			t.Fatalf("limit %d after ignored samples", b.Limit())
+		}
+		if s := b.Snapshot(); s.Limit != 18 || s.InFlight != 0 {
+			t.Fatalf("snapshot %+v", s)
+		}
+	})
+}

@@ -1,0 +1,1293 @@
+package breakwater
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Unlimited is the rate limit that installs no limiter: [NewRateLimiter]
+// and [NewRateLimiters] return nil for it, and [WithRateLimit] removes a
+// limiter set by an earlier option. It is [rate.Inf].
+const Unlimited = rate.Inf
+
+// Defaults of the rate limiters, pause gates and bulkheads.
+const (
+	// DefaultRateLimitWait is the longest a request waits for a token in
+	// wait mode (the request's deadline may cut it shorter).
+	DefaultRateLimitWait = 5 * time.Second
+	// DefaultMaxKeys and DefaultKeyIdleTTL bound a registry of limiters,
+	// gates or bulkheads: at most that many keys, idle ones evicted.
+	DefaultMaxKeys    = 10_000
+	DefaultKeyIdleTTL = 10 * time.Minute
+)
+
+// timeLeft returns the time from now to the earlier of ctx's deadline and
+// dl (the zero time: none), and whether either exists.
+func timeLeft(ctx context.Context, dl, now time.Time) (time.Duration, bool) {
+	if d, ok := ctx.Deadline(); ok && (dl.IsZero() || d.Before(dl)) {
+		dl = d
+	}
+	if dl.IsZero() {
+		return 0, false
+	}
+	return dl.Sub(now), true
+}
+
+// A RateLimitOption configures [NewRateLimiter], [NewRateLimiters] and
+// [WithRateLimit].
+type RateLimitOption interface{ applyRateLimit(*rateLimitConfig) }
+
+type rateLimitOptionFunc func(*rateLimitConfig)
+
+func (f rateLimitOptionFunc) applyRateLimit(c *rateLimitConfig) { f(c) }
+
+type rateLimitConfig struct {
+	limit   rate.Limit
+	burst   int
+	maxWait time.Duration
+	maxKeys int
+	idleTTL time.Duration
+}
+
+// WithRateLimitWait sets the longest a request waits for a token. 0 selects
+// reject mode: a request that finds no token is refused at once and never
+// waits. Otherwise a request waits for its turn (waiters are served in
+// arrival order) when the wait is at most d and shorter than the time left
+// before its context's deadline, and is refused at once otherwise. Use a
+// very long d to be bounded by the deadline alone. Default:
+// [DefaultRateLimitWait].
+func WithRateLimitWait(d time.Duration) RateLimitOption {
+	return rateLimitOptionFunc(func(c *rateLimitConfig) { c.maxWait = d })
+}
+
+// WithRateLimitKeys bounds a [RateLimiters] registry: at most maxKeys
+// limiters, and limiters whose bucket is full and that were not used for
+// idleTTL are evicted (an evicted key starts again with a full bucket, which
+// is what it had). When the registry is full, new keys share one overflow
+// limiter. Defaults: [DefaultMaxKeys] and [DefaultKeyIdleTTL]; a
+// [Transport] uses its [WithKeyLimits] values.
+func WithRateLimitKeys(maxKeys int, idleTTL time.Duration) RateLimitOption {
+	return rateLimitOptionFunc(func(c *rateLimitConfig) { c.maxKeys, c.idleTTL = maxKeys, idleTTL })
+}
+
+func newRateLimitConfig(limit rate.Limit, burst int, defaults []RateLimitOption, opts []RateLimitOption) (rateLimitConfig, error) {
+	c := rateLimitConfig{limit: limit, burst: burst, maxWait: DefaultRateLimitWait, maxKeys: DefaultMaxKeys, idleTTL: DefaultKeyIdleTTL}
+	for _, o := range defaults {
+		o.applyRateLimit(&c)
+	}
+	for _, o := range opts {
+		if o != nil {
+			o.applyRateLimit(&c)
+		}
+	}
+	if c.limit >= Unlimited {
+		c.limit = Unlimited
+		return c, nil
+	}
+	var errs []error
+	if !(c.limit > 0) {
+		errs = append(errs, fmt.Errorf("breakwater: rate limit must be > 0 or Unlimited, got %v", float64(c.limit)))
+	}
+	if c.burst < 1 {
+		errs = append(errs, fmt.Errorf("breakwater: rate limit burst must be >= 1, got %d", c.burst))
+	}
+	if c.maxWait < 0 {
+		errs = append(errs, fmt.Errorf("breakwater: rate limit wait must be >= 0, got %s", c.maxWait))
+	}
+	if c.maxKeys < 1 || c.idleTTL <= 0 {
+		errs = append(errs, fmt.Errorf("breakwater: rate limiter keys need maxKeys >= 1 and idleTTL > 0, got %d and %s", c.maxKeys, c.idleTTL))
+	}
+	return c, errors.Join(errs...)
+}
+
+// RateLimiter is a token bucket for one key, built on [rate.Limiter]: it
+// holds up to burst tokens, gains limit tokens per second, and every
+// admitted request takes one. It is safe for concurrent use.
+//
+// Most callers use [RateLimiter.Wait], which waits for a token when the
+// wait fits (wait mode) or refuses at once (reject mode, or a wait that
+// does not fit), and [RateLimiter.Allow] to admit or refuse without
+// waiting. Waiting requests are served in arrival order: each one reserves
+// its token up front, as [rate.Limiter.Reserve] does, and gives it back when
+// it gives up.
+//
+// A nil *RateLimiter is the limiter of [Unlimited]: it admits everything and
+// reports a full quota. Build one with [NewRateLimiter] or get one from a
+// [RateLimiters] registry.
+type RateLimiter struct {
+	key     string
+	limit   rate.Limit
+	burst   int
+	maxWait time.Duration
+	lim     atomic.Pointer[rate.Limiter]
+}
+
+// NewRateLimiter returns a token bucket of limit tokens per second and
+// burst tokens (full at first), or an error describing every invalid
+// argument or option. limit must be positive and burst at least 1, or limit
+// must be [Unlimited]: then NewRateLimiter returns nil, which admits
+// everything.
+func NewRateLimiter(limit rate.Limit, burst int, opts ...RateLimitOption) (*RateLimiter, error) {
+	cfg, err := newRateLimitConfig(limit, burst, nil, opts)
+	if err != nil || cfg.limit == Unlimited {
+		return nil, err
+	}
+	return cfg.newLimiter(""), nil
+}
+
+func (c *rateLimitConfig) newLimiter(key string) *RateLimiter {
+	l := &RateLimiter{key: key, limit: c.limit, burst: c.burst, maxWait: c.maxWait}
+	l.lim.Store(rate.NewLimiter(c.limit, c.burst))
+	return l
+}
+
+// Key returns the limiter's key ("" for one made by [NewRateLimiter]).
+func (l *RateLimiter) Key() string {
+	if l == nil {
+		return ""
+	}
+	return l.key
+}
+
+// Limit returns the tokens gained per second ([Unlimited] for nil).
+func (l *RateLimiter) Limit() rate.Limit {
+	if l == nil {
+		return Unlimited
+	}
+	return l.limit
+}
+
+// Burst returns the bucket's size (0 for nil).
+func (l *RateLimiter) Burst() int {
+	if l == nil {
+		return 0
+	}
+	return l.burst
+}
+
+// Allow takes a token if one is available now and reports whether it did.
+// It never waits.
+func (l *RateLimiter) Allow() bool {
+	if l == nil {
+		return true
+	}
+	return l.lim.Load().Allow()
+}
+
+// Wait takes a token, waiting for it in wait mode when the wait is at most
+// the limiter's longest wait and shorter than the time left before ctx's
+// deadline. A request that cannot have a token in time is refused at once
+// with a *[RateLimitError] that matches [ErrRateLimited] and carries the
+// wait it would have needed; its reservation is cancelled, so it costs the
+// others nothing. In reject mode Wait never waits. If ctx ends while
+// waiting, Wait gives the token back and returns ctx.Err().
+func (l *RateLimiter) Wait(ctx context.Context) error { return l.wait(ctx, time.Time{}) }
+
+// wait is Wait with an extra deadline dl (zero: none).
+func (l *RateLimiter) wait(ctx context.Context, dl time.Time) error {
+	if l == nil {
+		return nil
+	}
+	lim := l.lim.Load()
+	now := time.Now()
+	if l.maxWait <= 0 {
+		if lim.AllowN(now, 1) {
+			return nil
+		}
+		return &RateLimitError{Key: l.key, Wait: tokenWait(lim, now)}
+	}
+	r := lim.ReserveN(now, 1)
+	d := r.DelayFrom(now)
+	if d == 0 {
+		return nil
+	}
+	if left, ok := timeLeft(ctx, dl, now); d > l.maxWait || ok && d >= left {
+		r.CancelAt(now)
+		return &RateLimitError{Key: l.key, Wait: d}
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		r.Cancel()
+		return ctx.Err()
+	}
+}
+
+// tokenWait is how long from now until lim holds a whole token.
+func tokenWait(lim *rate.Limiter, now time.Time) time.Duration {
+	t := lim.TokensAt(now)
+	if t >= 1 {
+		return 0
+	}
+	return secondsCeil((1 - t) / float64(lim.Limit()))
+}
+
+// secondsCeil converts seconds to a Duration, rounding up to the
+// nanosecond and saturating instead of overflowing.
+func secondsCeil(s float64) time.Duration {
+	ns := math.Ceil(s * float64(time.Second))
+	if !(ns < math.MaxInt64) {
+		return math.MaxInt64
+	}
+	return time.Duration(max(0, ns))
+}
+
+// Peek reports whether a request would be admitted now and, if not, how
+// long until a token is available. It takes nothing.
+func (l *RateLimiter) Peek() (ok bool, wait time.Duration) {
+	if l == nil {
+		return true, 0
+	}
+	w := tokenWait(l.lim.Load(), time.Now())
+	return w == 0, w
+}
+
+// RateStatus is a limiter's quota at one instant, with the numbers the
+// RateLimit, RateLimit-Policy and Retry-After header fields need.
+type RateStatus struct {
+	// Allowed is, for [RateLimiter.Take], whether the request was admitted;
+	// for [RateLimiter.Status], whether one would be admitted now.
+	Allowed bool
+	// Limit is the tokens gained per second and Burst the bucket's size:
+	// the policy is Burst requests per Burst/Limit seconds.
+	Limit rate.Limit
+	Burst int
+	// Remaining is the number of whole tokens left (after the request, for
+	// Take), never negative.
+	Remaining int
+	// RetryAfter is how long until the next token: zero when Remaining is
+	// positive.
+	RetryAfter time.Duration
+	// Reset is how long until the bucket is full again.
+	Reset time.Duration
+}
+
+// Status reports the limiter's quota without taking a token. A nil
+// limiter reports Allowed and [Unlimited].
+func (l *RateLimiter) Status() RateStatus {
+	if l == nil {
+		return RateStatus{Allowed: true, Limit: Unlimited}
+	}
+	lim := l.lim.Load()
+	st := l.status(lim.TokensAt(time.Now()))
+	st.Allowed = st.Remaining > 0
+	return st
+}
+
+// Take is [RateLimiter.Allow] reporting the quota left afterwards: what an
+// inbound rate limit needs to answer with RateLimit fields, or with 429 and
+// Retry-After.
+func (l *RateLimiter) Take() RateStatus {
+	if l == nil {
+		return RateStatus{Allowed: true, Limit: Unlimited}
+	}
+	lim := l.lim.Load()
+	now := time.Now()
+	allowed := lim.AllowN(now, 1)
+	st := l.status(lim.TokensAt(now))
+	st.Allowed = allowed
+	return st
+}
+
+func (l *RateLimiter) status(tokens float64) RateStatus {
+	st := RateStatus{Limit: l.limit, Burst: l.burst, Remaining: max(0, int(math.Floor(tokens)))}
+	if tokens < 1 {
+		st.RetryAfter = secondsCeil((1 - tokens) / float64(l.limit))
+	}
+	if tokens < float64(l.burst) {
+		st.Reset = secondsCeil((float64(l.burst) - tokens) / float64(l.limit))
+	}
+	return st
+}
+
+// Reset fills the bucket again. Requests waiting for a token keep their
+// reservations on the bucket they waited on.
+func (l *RateLimiter) Reset() {
+	if l == nil {
+		return
+	}
+	l.lim.Store(rate.NewLimiter(l.limit, l.burst))
+}
+
+func (l *RateLimiter) evictable() bool {
+	return l.lim.Load().TokensAt(time.Now()) >= float64(l.burst)
+}
+
+// RateLimitSnapshot is a point-in-time view of one rate limiter.
+type RateLimitSnapshot struct {
+	Key string `json:"key"`
+	// Limit is the tokens gained per second and Burst the bucket's size.
+	Limit float64 `json:"limit_per_second"`
+	Burst int     `json:"burst"`
+	// Tokens is the bucket's content; negative while waiting requests
+	// hold reservations.
+	Tokens float64 `json:"tokens"`
+	// Limited reports that no token is available now, and Wait how long
+	// until one is.
+	Limited bool          `json:"limited"`
+	Wait    time.Duration `json:"wait_ns,omitempty"`
+}
+
+// Snapshot returns the limiter's current state.
+func (l *RateLimiter) Snapshot() RateLimitSnapshot {
+	if l == nil {
+		return RateLimitSnapshot{Limit: float64(Unlimited)}
+	}
+	lim := l.lim.Load()
+	now := time.Now()
+	t := lim.TokensAt(now)
+	w := tokenWait(lim, now)
+	return RateLimitSnapshot{Key: l.key, Limit: float64(l.limit), Burst: l.burst, Tokens: t, Limited: w > 0, Wait: w}
+}
+
+// RateLimiters is a registry of token buckets, one [RateLimiter] per key,
+// all with the same limit, burst and mode, created on first use and
+// bounded in number (see [WithRateLimitKeys]). It is safe for concurrent
+// use. Reads ([RateLimiters.Peek], [RateLimiters.Status], snapshots) never
+// create a limiter: a key never used has a full bucket.
+//
+// A nil *RateLimiters is the registry of [Unlimited]: it admits everything.
+type RateLimiters struct {
+	cfg rateLimitConfig
+	m   *keyedMap[*RateLimiter]
+}
+
+// NewRateLimiters returns a registry of token buckets of limit tokens per
+// second and burst tokens each, or an error describing every invalid
+// argument or option. For limit [Unlimited] it returns nil, which admits
+// everything.
+func NewRateLimiters(limit rate.Limit, burst int, opts ...RateLimitOption) (*RateLimiters, error) {
+	return newRateLimiters(limit, burst, nil, opts)
+}
+
+func newRateLimiters(limit rate.Limit, burst int, defaults, opts []RateLimitOption) (*RateLimiters, error) {
+	cfg, err := newRateLimitConfig(limit, burst, defaults, opts)
+	if err != nil || cfg.limit == Unlimited {
+		return nil, err
+	}
+	rs := &RateLimiters{cfg: cfg}
+	rs.m = newKeyedMap(cfg.maxKeys, cfg.idleTTL, cfg.newLimiter, (*RateLimiter).evictable)
+	return rs, nil
+}
+
+// Get returns key's limiter, creating it if needed (nil for a nil
+// registry).
+func (rs *RateLimiters) Get(key string) *RateLimiter {
+	if rs == nil {
+		return nil
+	}
+	return rs.m.get(key)
+}
+
+// Lookup returns key's limiter without creating it.
+func (rs *RateLimiters) Lookup(key string) (*RateLimiter, bool) {
+	if rs == nil {
+		return nil, false
+	}
+	return rs.m.lookup(key)
+}
+
+// Len reports how many limiters the registry holds.
+func (rs *RateLimiters) Len() int {
+	if rs == nil {
+		return 0
+	}
+	return rs.m.len()
+}
+
+// Limit returns the tokens each key gains per second ([Unlimited] for nil).
+func (rs *RateLimiters) Limit() rate.Limit {
+	if rs == nil {
+		return Unlimited
+	}
+	return rs.cfg.limit
+}
+
+// Burst returns each key's bucket size (0 for nil).
+func (rs *RateLimiters) Burst() int {
+	if rs == nil {
+		return 0
+	}
+	return rs.cfg.burst
+}
+
+// Allow takes a token from key's bucket if one is available now. See
+// [RateLimiter.Allow].
+func (rs *RateLimiters) Allow(key string) bool {
+	if rs == nil {
+		return true
+	}
+	return rs.m.get(key).Allow()
+}
+
+// Wait takes a token from key's bucket. See [RateLimiter.Wait].
+func (rs *RateLimiters) Wait(ctx context.Context, key string) error {
+	return rs.Get(key).Wait(ctx)
+}
+
+// Take is [RateLimiters.Allow] reporting key's quota afterwards. See
+// [RateLimiter.Take].
+func (rs *RateLimiters) Take(key string) RateStatus { return rs.Get(key).Take() }
+
+// Peek reports whether key would be admitted now and, if not, how long
+// until it would. See [RateLimiter.Peek].
+func (rs *RateLimiters) Peek(key string) (ok bool, wait time.Duration) {
+	l, found := rs.Lookup(key)
+	if !found {
+		return true, 0
+	}
+	return l.Peek()
+}
+
+// Status reports key's quota without taking a token. See
+// [RateLimiter.Status].
+func (rs *RateLimiters) Status(key string) RateStatus {
+	if rs == nil {
+		return RateStatus{Allowed: true, Limit: Unlimited}
+	}
+	l, found := rs.Lookup(key)
+	if !found {
+		return RateStatus{Allowed: true, Limit: rs.cfg.limit, Burst: rs.cfg.burst, Remaining: rs.cfg.burst}
+	}
+	return l.Status()
+}
+
+// Reset fills key's bucket again.
+func (rs *RateLimiters) Reset(key string) {
+	if l, ok := rs.Lookup(key); ok {
+		l.Reset()
+	}
+}
+
+// ResetAll fills every bucket again.
+func (rs *RateLimiters) ResetAll() {
+	if rs == nil {
+		return
+	}
+	rs.m.each(func(_ string, l *RateLimiter) { l.Reset() })
+}
+
+// Snapshot returns key's state, or false when no limiter exists for key.
+func (rs *RateLimiters) Snapshot(key string) (RateLimitSnapshot, bool) {
+	l, ok := rs.Lookup(key)
+	if !ok {
+		return RateLimitSnapshot{}, false
+	}
+	return l.Snapshot(), true
+}
+
+// Snapshots returns the state of every limiter in the registry.
+func (rs *RateLimiters) Snapshots() []RateLimitSnapshot {
+	if rs == nil {
+		return nil
+	}
+	var out []RateLimitSnapshot
+	rs.m.each(func(_ string, l *RateLimiter) { out = append(out, l.Snapshot()) })
+	return out
+}
+
+// A PauseOption configures [NewPauseGates] and [WithPauseGate].
+type PauseOption interface{ applyPause(*pauseConfig) }
+
+type pauseOptionFunc func(*pauseConfig)
+
+func (f pauseOptionFunc) applyPause(c *pauseConfig) { f(c) }
+
+type pauseConfig struct {
+	maxPause time.Duration
+	maxWait  time.Duration // < 0: up to maxPause
+	maxKeys  int
+	idleTTL  time.Duration
+}
+
+// WithMaxPause caps every pause: a longer hint pauses the key for d.
+// Default: [DefaultMaxRetryAfter]; a [Transport] uses its
+// [WithMaxRetryAfter] value.
+func WithMaxPause(d time.Duration) PauseOption {
+	return pauseOptionFunc(func(c *pauseConfig) { c.maxPause = d })
+}
+
+// WithPauseWait sets the longest a call waits for a pause to end; 0 makes
+// calls to a paused key fail at once. Default: as long as the longest
+// pause, so that only the call's deadline decides.
+func WithPauseWait(d time.Duration) PauseOption {
+	return pauseOptionFunc(func(c *pauseConfig) { c.maxWait = d })
+}
+
+// WithPauseKeys bounds a [PauseGates] registry: at most maxKeys gates, and
+// gates not paused and not used for idleTTL are evicted. When the registry
+// is full, new keys share one overflow gate. Defaults: [DefaultMaxKeys]
+// and [DefaultKeyIdleTTL]; a [Transport] uses its [WithKeyLimits] values.
+func WithPauseKeys(maxKeys int, idleTTL time.Duration) PauseOption {
+	return pauseOptionFunc(func(c *pauseConfig) { c.maxKeys, c.idleTTL = maxKeys, idleTTL })
+}
+
+// PauseGates holds the server-directed pauses of a set of keys. When an
+// upstream answers 429, or 503 with a Retry-After hint, or announces that
+// the client's quota is spent (see [ParseQuotaReset]), the key is paused
+// until the hint ends, clamped to the maximum pause. Calls to a paused key
+// wait for the pause to end when their deadline allows it and fail at once
+// with a *[PauseError] otherwise, instead of collecting more 429s.
+//
+// A pause is only ever extended: a later, shorter hint or a success never
+// shortens it; only [PauseGates.Resume] does. Checking a key costs one
+// atomic load, and no clock read, while no key is paused. PauseGates is
+// safe for concurrent use; a nil *PauseGates never pauses.
+type PauseGates struct {
+	cfg   pauseConfig
+	start time.Time
+	// latest is the end (registry nanoseconds) of the latest pause ever
+	// set, or 0 once it has passed: while it is 0 no key is paused.
+	latest atomic.Int64
+	m      *keyedMap[*pauseGate]
+}
+
+type pauseGate struct {
+	key   string
+	until atomic.Int64 // registry nanoseconds; 0 or past: not paused
+	mu    sync.Mutex
+	wake  chan struct{} // closed when until changes; nil while nobody waits
+}
+
+// NewPauseGates returns a set of pause gates, or an error describing every
+// invalid option.
+func NewPauseGates(opts ...PauseOption) (*PauseGates, error) {
+	return newPauseGates(nil, opts)
+}
+
+func newPauseGates(defaults, opts []PauseOption) (*PauseGates, error) {
+	c := pauseConfig{maxPause: DefaultMaxRetryAfter, maxWait: -1, maxKeys: DefaultMaxKeys, idleTTL: DefaultKeyIdleTTL}
+	for _, o := range defaults {
+		o.applyPause(&c)
+	}
+	for _, o := range opts {
+		if o != nil {
+			o.applyPause(&c)
+		}
+	}
+	var errs []error
+	if c.maxPause <= 0 {
+		errs = append(errs, fmt.Errorf("breakwater: max pause must be > 0, got %s", c.maxPause))
+	}
+	if c.maxKeys < 1 || c.idleTTL <= 0 {
+		errs = append(errs, fmt.Errorf("breakwater: pause gate keys need maxKeys >= 1 and idleTTL > 0, got %d and %s", c.maxKeys, c.idleTTL))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if c.maxWait < 0 {
+		c.maxWait = c.maxPause
+	}
+	g := &PauseGates{cfg: c, start: time.Now()}
+	g.m = newKeyedMap(c.maxKeys, c.idleTTL, func(key string) *pauseGate { return &pauseGate{key: key} }, g.evictable)
+	return g, nil
+}
+
+func (g *PauseGates) now() int64 { return int64(time.Since(g.start)) }
+
+func (g *PauseGates) wall(n int64) time.Time { return g.start.Add(time.Duration(n)) }
+
+func (g *PauseGates) evictable(pg *pauseGate) bool { return pg.until.Load() <= g.now() }
+
+// MaxPause returns the cap on pauses.
+func (g *PauseGates) MaxPause() time.Duration {
+	if g == nil {
+		return 0
+	}
+	return g.cfg.maxPause
+}
+
+// gate returns key's gate without creating it; keys that overflowed the
+// registry share its overflow gate.
+func (g *PauseGates) gate(key string) *pauseGate {
+	if pg, ok := g.m.lookup(key); ok {
+		return pg
+	}
+	return g.m.overflow
+}
+
+// Pause pauses key for d from now, clamped to the maximum pause, unless it
+// is already paused for longer. It returns when the key's pause ends (the
+// zero time when d <= 0 or g is nil).
+func (g *PauseGates) Pause(key string, d time.Duration) time.Time {
+	if g == nil || d <= 0 {
+		return time.Time{}
+	}
+	until := g.now() + int64(min(d, g.cfg.maxPause))
+	pg := g.m.get(key)
+	for {
+		old := pg.until.Load()
+		if old >= until {
+			return g.wall(old)
+		}
+		if pg.until.CompareAndSwap(old, until) {
+			break
+		}
+	}
+	for {
+		l := g.latest.Load()
+		if l >= until || g.latest.CompareAndSwap(l, until) {
+			break
+		}
+	}
+	pg.changed()
+	return g.wall(until)
+}
+
+// Observe feeds one attempt's outcome for key to the gates: a [Throttled]
+// outcome with a Retry-After hint pauses the key for the hint.
+func (g *PauseGates) Observe(key string, o Outcome) {
+	if o.Category == Throttled && o.HasRetryAfter {
+		g.Pause(key, o.RetryAfter)
+	}
+}
+
+// ObserveHeaders pauses key until the quota reset that h announces as
+// spent, if any (see [ParseQuotaReset]). It is how a client paces itself
+// on RateLimit and X-RateLimit-* response fields instead of collecting
+// 429s.
+func (g *PauseGates) ObserveHeaders(key string, h http.Header) {
+	if g == nil {
+		return
+	}
+	if d, ok := ParseQuotaReset(h, time.Now()); ok {
+		g.Pause(key, d)
+	}
+}
+
+// Resume ends key's pause now and wakes the calls waiting for it.
+func (g *PauseGates) Resume(key string) {
+	if g == nil {
+		return
+	}
+	if pg, ok := g.m.lookup(key); ok && pg.until.Swap(0) != 0 {
+		pg.changed()
+	}
+}
+
+// changed wakes the calls waiting on the gate so that they look again.
+func (pg *pauseGate) changed() {
+	pg.mu.Lock()
+	if pg.wake != nil {
+		close(pg.wake)
+		pg.wake = nil
+	}
+	pg.mu.Unlock()
+}
+
+func (pg *pauseGate) waitChan() <-chan struct{} {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	if pg.wake == nil {
+		pg.wake = make(chan struct{})
+	}
+	return pg.wake
+}
+
+// Remaining reports how long key stays paused; zero when it is not paused.
+func (g *PauseGates) Remaining(key string) time.Duration {
+	if g == nil {
+		return 0
+	}
+	if l := g.latest.Load(); l != 0 {
+		return g.remaining(key, l)
+	}
+	return 0
+}
+
+func (g *PauseGates) remaining(key string, l int64) time.Duration {
+	now := g.now()
+	if now >= l {
+		g.latest.CompareAndSwap(l, 0)
+		return 0
+	}
+	return time.Duration(max(0, g.gate(key).until.Load()-now))
+}
+
+// Wait returns at once when key is not paused. While it is, Wait waits for
+// the pause to end if the remaining pause is at most the longest wait
+// ([WithPauseWait]) and shorter than the time left before ctx's deadline,
+// and otherwise fails at once with a *[PauseError] that matches [ErrPaused]
+// and carries the remaining time. A pause extended while waiting is
+// checked again the same way. If ctx ends while waiting, Wait returns
+// ctx.Err().
+func (g *PauseGates) Wait(ctx context.Context, key string) error {
+	if g == nil {
+		return nil
+	}
+	return g.wait(ctx, key, time.Time{})
+}
+
+// wait is Wait with an extra deadline dl (zero: none); g is not nil. Its
+// fast path is a single atomic load.
+func (g *PauseGates) wait(ctx context.Context, key string, dl time.Time) error {
+	if l := g.latest.Load(); l != 0 {
+		return g.waitSlow(ctx, key, dl, l)
+	}
+	return nil
+}
+
+func (g *PauseGates) waitSlow(ctx context.Context, key string, dl time.Time, latest int64) error {
+	if g.now() >= latest {
+		g.latest.CompareAndSwap(latest, 0)
+		return nil
+	}
+	pg := g.gate(key)
+	for {
+		wake := pg.waitChan()
+		t := time.Now()
+		now := int64(t.Sub(g.start))
+		until := pg.until.Load()
+		if until <= now {
+			return nil
+		}
+		rem := time.Duration(until - now)
+		if left, ok := timeLeft(ctx, dl, t); rem > g.cfg.maxWait || ok && rem >= left {
+			return &PauseError{Key: key, Remaining: rem, Until: g.wall(until)}
+		}
+		timer := time.NewTimer(rem)
+		select {
+		case <-timer.C:
+		case <-wake:
+			timer.Stop()
+		case <-ctx.Done():
+			timer.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+// PauseSnapshot is a point-in-time view of one key's pause gate.
+type PauseSnapshot struct {
+	Key    string `json:"key"`
+	Paused bool   `json:"paused"`
+	// Until and Remaining are set while paused.
+	Until     time.Time     `json:"until,omitzero"`
+	Remaining time.Duration `json:"remaining_ns,omitempty"`
+}
+
+func (g *PauseGates) snapshot(pg *pauseGate) PauseSnapshot {
+	s := PauseSnapshot{Key: pg.key}
+	if u, now := pg.until.Load(), g.now(); u > now {
+		s.Paused, s.Until, s.Remaining = true, g.wall(u), time.Duration(u-now)
+	}
+	return s
+}
+
+// Snapshot returns key's pause, or false when the registry holds no gate
+// for key.
+func (g *PauseGates) Snapshot(key string) (PauseSnapshot, bool) {
+	if g == nil {
+		return PauseSnapshot{}, false
+	}
+	pg, ok := g.m.lookup(key)
+	if !ok {
+		return PauseSnapshot{}, false
+	}
+	return g.snapshot(pg), true
+}
+
+// Snapshots returns the state of every gate in the registry.
+func (g *PauseGates) Snapshots() []PauseSnapshot {
+	if g == nil {
+		return nil
+	}
+	var out []PauseSnapshot
+	g.m.each(func(_ string, pg *pauseGate) { out = append(out, g.snapshot(pg)) })
+	return out
+}
+
+// Canonical keys of the rate limit fields read by ParseQuotaReset.
+const (
+	headerRateLimit           = "Ratelimit"             // RateLimit
+	headerRateLimitPolicy     = "Ratelimit-Policy"      // RateLimit-Policy
+	headerRateLimitRemaining  = "Ratelimit-Remaining"   // RateLimit-Remaining
+	headerXRateLimitRemaining = "X-Ratelimit-Remaining" // X-RateLimit-Remaining
+)
+
+// ParseQuotaReset reports whether h says that the client's quota is spent
+// and, if so, how long until it resets. It reads, and takes the longest of:
+//
+//   - the IETF RateLimit field (draft-ietf-httpapi-ratelimit-headers), a
+//     structured-field list such as `"default";r=0;t=5`: a policy with no
+//     requests remaining (r=0) resets after t seconds, or, without t, after
+//     the window (w) of the RateLimit-Policy member of the same name
+//     (`"default";q=100;w=60`); the earlier dictionary form
+//     `limit=100, remaining=0, reset=5` is read too;
+//   - RateLimit-Remaining: 0 with RateLimit-Reset, and
+//     X-RateLimit-Remaining: 0 with X-RateLimit-Reset: delta-seconds, or a
+//     Unix time in seconds when the number is above 1e9 (measured against
+//     h's Date field when present, as [ParseRetryAfter] does).
+//
+// Malformed members and values are ignored, never an error or a panic; a
+// reset longer than 100 years is ignored. When ok is true, d is never
+// negative.
+func ParseQuotaReset(h http.Header, now time.Time) (d time.Duration, ok bool) {
+	take := func(v time.Duration, found bool) {
+		if found && (!ok || v > d) {
+			d, ok = v, true
+		}
+	}
+	if vs := h[headerRateLimit]; len(vs) > 0 {
+		take(structuredQuota(vs, h[headerRateLimitPolicy]))
+	}
+	take(fieldQuota(h, headerRateLimitRemaining, headerRateLimitReset, now))
+	take(fieldQuota(h, headerXRateLimitRemaining, headerXRateLimitReset, now))
+	return d, ok
+}
+
+// fieldQuota reads a pair of remaining and reset fields.
+func fieldQuota(h http.Header, remaining, reset string, now time.Time) (time.Duration, bool) {
+	v, ok := firstValue(h, remaining)
+	if !ok {
+		return 0, false
+	}
+	if n, digits := parseDigits(v); !digits || n != 0 {
+		return 0, false
+	}
+	v, ok = firstValue(h, reset)
+	if !ok {
+		return 0, false
+	}
+	n, digits := parseDigits(v)
+	if !digits || n > maxHintSeconds {
+		return 0, false
+	}
+	if n > epochThreshold {
+		return untilTime(time.Unix(n, 0), h, now)
+	}
+	return time.Duration(n) * time.Second, true
+}
+
+// structuredQuota reads the RateLimit field lines (and RateLimit-Policy for
+// windows).
+func structuredQuota(lines, policies []string) (d time.Duration, ok bool) {
+	take := func(sec float64) {
+		if v, valid := hintSeconds(sec); valid && (!ok || v > d) {
+			d, ok = v, true
+		}
+	}
+	var dictRemaining, dictReset float64
+	var hasRemaining, hasReset bool
+	sfEach(lines, func(m sfMember) {
+		if m.hasValue { // dictionary form: limit=100, remaining=0, reset=5
+			switch m.name {
+			case "remaining":
+				dictRemaining, hasRemaining = m.value, true
+			case "reset":
+				dictReset, hasReset = m.value, true
+			}
+			return
+		}
+		if !m.has(paramR) || m.num[paramR] != 0 {
+			return
+		}
+		if m.has(paramT) {
+			take(m.num[paramT])
+			return
+		}
+		name := m.name
+		sfEach(policies, func(p sfMember) {
+			if !p.hasValue && p.name == name && p.has(paramW) {
+				take(p.num[paramW])
+			}
+		})
+	})
+	if hasRemaining && dictRemaining == 0 && hasReset {
+		take(dictReset)
+	}
+	return d, ok
+}
+
+// hintSeconds converts a non-negative number of seconds to a Duration,
+// rounding up; negative, NaN or over-long values are invalid.
+func hintSeconds(s float64) (time.Duration, bool) {
+	if !(s >= 0 && s <= float64(maxHintSeconds)) {
+		return 0, false
+	}
+	return secondsCeil(s), true
+}
+
+// Parameters of a structured-field member that rate limit fields use.
+const (
+	paramR = iota // RateLimit: remaining requests
+	paramT        // RateLimit: seconds until reset
+	paramQ        // RateLimit-Policy: quota
+	paramW        // RateLimit-Policy: window in seconds
+	numParams
+)
+
+// sfMember is one member of a structured-field list or dictionary (RFC
+// 8941), reduced to what rate limit fields need: its name (a string or
+// token item, or a dictionary key), a dictionary member's numeric value,
+// and the numeric parameters r, t, q and w.
+type sfMember struct {
+	name     string
+	value    float64
+	hasValue bool
+	num      [numParams]float64
+	present  uint8
+}
+
+func (m sfMember) has(p int) bool { return m.present&(1<<p) != 0 }
+
+// sfEach calls fn for every member of the field lines that parses; it
+// skips the rest (inner lists, malformed members).
+func sfEach(lines []string, fn func(sfMember)) {
+	for _, line := range lines {
+		for len(line) > 0 {
+			member, rest := sfCut(line)
+			line = rest
+			var m sfMember
+			if m.parse(member) {
+				fn(m)
+			}
+		}
+	}
+}
+
+// sfCut splits off the first list member of s, at a comma outside quoted
+// strings.
+func sfCut(s string) (member, rest string) {
+	quoted := false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case quoted && c == '\\':
+			i++
+		case c == '"':
+			quoted = !quoted
+		case !quoted && c == ',':
+			return s[:i], s[i+1:]
+		}
+	}
+	return s, ""
+}
+
+// parse reads one member; it reports false for anything it does not
+// understand.
+func (m *sfMember) parse(s string) bool {
+	s = trimOWS(s)
+	if s == "" {
+		return false
+	}
+	var ok bool
+	if s[0] == '"' {
+		if m.name, s, ok = sfString(s); !ok {
+			return false
+		}
+	} else {
+		if m.name, s = sfToken(s); m.name == "" {
+			return false
+		}
+		if len(s) > 0 && s[0] == '=' {
+			var v string
+			v, s = sfValue(s[1:])
+			if m.value, ok = sfNumber(v); !ok {
+				return false
+			}
+			m.hasValue = true
+		}
+	}
+	for len(s) > 0 {
+		if s[0] != ';' {
+			return false
+		}
+		var key, v string
+		key, s = sfToken(trimOWS(s[1:]))
+		if key == "" {
+			return false
+		}
+		if len(s) == 0 || s[0] != '=' {
+			continue // a boolean parameter
+		}
+		v, s = sfValue(s[1:])
+		p := -1
+		switch key {
+		case "r":
+			p = paramR
+		case "t":
+			p = paramT
+		case "q":
+			p = paramQ
+		case "w":
+			p = paramW
+		}
+		if p < 0 {
+			continue
+		}
+		n, ok := sfNumber(v)
+		if !ok {
+			return false
+		}
+		m.num[p] = n
+		m.present |= 1 << p
+	}
+	return true
+}
+
+// sfString reads the quoted string at the start of s (s[0] is '"').
+func sfString(s string) (str, rest string, ok bool) {
+	escaped := false
+	for i := 1; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\':
+			if i+1 == len(s) || (s[i+1] != '"' && s[i+1] != '\\') {
+				return "", "", false
+			}
+			escaped = true
+			i++
+		case c == '"':
+			if !escaped {
+				return s[1:i], s[i+1:], true
+			}
+			b := make([]byte, 0, i-1)
+			for j := 1; j < i; j++ {
+				if s[j] == '\\' {
+					j++
+				}
+				b = append(b, s[j])
+			}
+			return string(b), s[i+1:], true
+		case c < 0x20 || c > 0x7e:
+			return "", "", false
+		}
+	}
+	return "", "", false
+}
+
+// sfToken reads a token (or key) at the start of s.
+func sfToken(s string) (tok, rest string) {
+	i := 0
+	for i < len(s) && sfTokenChar(s[i]) {
+		i++
+	}
+	return s[:i], s[i:]
+}
+
+func sfTokenChar(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	}
+	switch c {
+	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~', ':', '/':
+		return true
+	}
+	return false
+}
+
+// sfValue reads a bare value up to the next parameter or the end.
+func sfValue(s string) (v, rest string) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == ';' {
+			return trimOWS(s[:i]), s[i:]
+		}
+	}
+	return trimOWS(s), ""
+}
+
+// sfNumber parses an sf-integer or sf-decimal (digits, optionally a point
+// and more digits, optionally a leading minus); long inputs saturate.
+func sfNumber(s string) (float64, bool) {
+	neg := false
+	if len(s) > 0 && s[0] == '-' {
+		neg, s = true, s[1:]
+	}
+	if s == "" || s[0] < '0' || s[0] > '9' {
+		return 0, false
+	}
+	var n, scale float64 = 0, 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= '0' && c <= '9':
+			if n < 1e18 {
+				n = n*10 + float64(c-'0')
+				if scale > 0 {
+					scale *= 10
+				}
+			}
+		case c == '.' && scale == 0 && i+1 < len(s):
+			scale = 1
+		default:
+			return 0, false
+		}
+	}
+	if scale > 0 {
+		n /= scale
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}
+
+// limits are the admission stages a [Transport] runs for every attempt
+// between the breaker and the attempt timeout: the pause gate, the token
+// bucket and the bulkhead. Each is nil when not configured.
+type limits struct {
+	gates  *PauseGates
+	rate   *RateLimiters
+	bulk   *Bulkheads
+	pacing bool
+}
+
+// limitsConfig is the part of a Transport's configuration that builds its
+// limits. Later options replace earlier ones.
+type limitsConfig struct {
+	rateSet   bool
+	rateLimit rate.Limit
+	rateBurst int
+	rateOpts  []RateLimitOption
+	rate      *RateLimiters
+
+	bulkSet   bool
+	bulkLimit int
+	bulkOpts  []BulkheadOption
+	bulk      *Bulkheads
+
+	noPause   bool
+	pauseOpts []PauseOption
+	gates     *PauseGates
+	gatesSet  bool
+
+	pacing bool
+}
+
+// WithRateLimit gives every key a token bucket of limit requests per
+// second with burst tokens; each attempt takes a token, after the breaker
+// admits it and before the concurrency limit. See [RateLimitOption] for
+// wait and reject modes. A refusal ends the call with a *[RateLimitError]
+// (category [Rejected]: never retried, not charged to the breaker).
+// [Unlimited] removes the rate limit. Default: none.
+func WithRateLimit(limit rate.Limit, burst int, opts ...RateLimitOption) Option {
+	return optionFunc(func(c *config) {
+		c.limits.rateSet, c.limits.rate = true, nil
+		c.limits.rateLimit, c.limits.rateBurst, c.limits.rateOpts = limit, burst, opts
+	})
+}
+
+// WithRateLimiters shares an existing registry of token buckets (for
+// example between several Transports to one upstream); nil removes the
+// rate limit.
+func WithRateLimiters(rs *RateLimiters) Option {
+	return optionFunc(func(c *config) { c.limits.rateSet, c.limits.rate = false, rs })
+}
+
+// WithPauseGate configures the pause gate, which is on by default: a
+// [Throttled] outcome with a Retry-After hint pauses its key, and later
+// attempts to the key wait for the pause to end when their deadline allows
+// it, or fail at once with a *[PauseError] (category [Rejected]). The
+// pause is capped by [WithMaxPause], by default the [WithMaxRetryAfter]
+// value.
+func WithPauseGate(opts ...PauseOption) Option {
+	return optionFunc(func(c *config) {
+		c.limits.noPause, c.limits.gatesSet, c.limits.gates = false, false, nil
+		c.limits.pauseOpts = append(c.limits.pauseOpts, opts...)
+	})
+}
+
+// WithPauseGates shares an existing set of pause gates; nil removes the
+// pause gate.
+func WithPauseGates(g *PauseGates) Option {
+	return optionFunc(func(c *config) { c.limits.noPause, c.limits.gatesSet, c.limits.gates = g == nil, g != nil, g })
+}
+
+// WithoutPauseGate removes the pause gate: throttled responses are still
+// retried no earlier than their hint, but other calls are not held.
+func WithoutPauseGate() Option {
+	return optionFunc(func(c *config) { c.limits.noPause, c.limits.gatesSet, c.limits.gates = true, false, nil })
+}
+
+// WithRateLimitHeaders, when on, paces calls on the rate limit fields of
+// every response (see [ParseQuotaReset]): when the upstream says the
+// quota is spent until T, the key is paused until T through the pause
+// gate, so the next call waits instead of being answered 429. It needs the
+// pause gate. Default: off.
+func WithRateLimitHeaders(on bool) Option {
+	return optionFunc(func(c *config) { c.limits.pacing = on })
+}
+
+// build makes the limits of a Transport whose key bounds and longest
+// Retry-After are given.
+func (lc *limitsConfig) build(maxKeys int, idleTTL, maxRetryAfter time.Duration) (limits, error) {
+	var l limits
+	var errs []error
+	if lc.rateSet {
+		rs, err := newRateLimiters(lc.rateLimit, lc.rateBurst, []RateLimitOption{WithRateLimitKeys(maxKeys, idleTTL)}, lc.rateOpts)
+		errs = append(errs, err)
+		l.rate = rs
+	} else {
+		l.rate = lc.rate
+	}
+	if lc.bulkSet {
+		bs, err := newBulkheads(lc.bulkLimit, []BulkheadOption{WithBulkheadKeys(maxKeys, idleTTL)}, lc.bulkOpts)
+		errs = append(errs, err)
+		l.bulk = bs
+	} else {
+		l.bulk = lc.bulk
+	}
+	switch {
+	case lc.noPause:
+	case lc.gatesSet:
+		l.gates = lc.gates
+	default:
+		defaults := []PauseOption{WithPauseKeys(maxKeys, idleTTL), WithMaxPause(orDefault(maxRetryAfter, DefaultMaxRetryAfter))}
+		g, err := newPauseGates(defaults, lc.pauseOpts)
+		errs = append(errs, err)
+		l.gates = g
+	}
+	if lc.pacing && l.gates == nil {
+		errs = append(errs, errors.New("breakwater: WithRateLimitHeaders needs the pause gate"))
+	}
+	l.pacing = lc.pacing
+	return l, errors.Join(errs...)
+}
+
+// admit runs the pause gate, the token bucket and the bulkhead for one
+// attempt of c, in that order, waiting within the call's deadline. On
+// success c.slot holds the attempt's concurrency slot, if any.
+func (l *limits) admit(c *call) error {
+	if l.gates != nil {
+		if err := l.gates.wait(c.ctx, c.key, c.deadline); err != nil {
+			return err
+		}
+	}
+	if l.rate != nil {
+		if err := l.rate.m.get(c.key).wait(c.ctx, c.deadline); err != nil {
+			return err
+		}
+	}
+	if l.bulk != nil {
+		s, err := l.bulk.m.get(c.key).acquire(c.ctx, c.deadline)
+		if err != nil {
+			return err
+		}
+		c.slot = s
+	}
+	return nil
+}
+
+// observe feeds an attempt's result to the pause gate (a throttled outcome
+// with a hint, and rate limit fields when pacing) and tells the
+// attempt's slot what an adaptive limit should learn from it.
+func (l *limits) observe(c *call, resp *http.Response, o Outcome) {
+	if l.gates != nil {
+		l.gates.Observe(c.key, o)
+		if l.pacing && resp != nil {
+			l.gates.ObserveHeaders(c.key, resp.Header)
+		}
+	}
+	c.slot.judge(o)
+}

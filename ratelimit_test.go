@@ -1,0 +1,747 @@
+package breakwater_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	bw "github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/breakwatertest"
+	"golang.org/x/time/rate"
+)
+
+func newRateLimiter(t *testing.T, limit rate.Limit, burst int, opts ...bw.RateLimitOption) *bw.RateLimiter {
+	t.Helper()
+	l, err := bw.NewRateLimiter(limit, burst, opts...)
+	if err != nil {
+		t.Fatalf("NewRateLimiter: %v", err)
+	}
+	return l
+}
+
+func TestRateLimitOptionValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		limit rate.Limit
+		burst int
+		opts  []bw.RateLimitOption
+	}{
+		{"zero limit", 0, 1, nil},
+		{"negative limit", -1, 1, nil},
+		{"NaN limit", rate.Limit(math.NaN()), 1, nil},
+		{"zero burst", 10, 0, nil},
+		{"negative wait", 10, 1, []bw.RateLimitOption{bw.WithRateLimitWait(-time.Second)}},
+		{"no keys", 10, 1, []bw.RateLimitOption{bw.WithRateLimitKeys(0, time.Minute)}},
+		{"no idle TTL", 10, 1, []bw.RateLimitOption{bw.WithRateLimitKeys(10, 0)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := bw.NewRateLimiter(tc.limit, tc.burst, tc.opts...); err == nil {
+				t.Error("NewRateLimiter accepted it")
+			}
+			if _, err := bw.NewRateLimiters(tc.limit, tc.burst, tc.opts...); err == nil {
+				t.Error("NewRateLimiters accepted it")
+			}
+		})
+	}
+}
+
+func TestUnlimitedInstallsNothing(t *testing.T) {
+	l, err := bw.NewRateLimiter(bw.Unlimited, 0)
+	if err != nil || l != nil {
+		t.Fatalf("NewRateLimiter(Unlimited) = %v, %v; want nil, nil", l, err)
+	}
+	rs, err := bw.NewRateLimiters(bw.Unlimited, 0)
+	if err != nil || rs != nil {
+		t.Fatalf("NewRateLimiters(Unlimited) = %v, %v; want nil, nil", rs, err)
+	}
+	for range 500 {
+		if !l.Allow() || !rs.Allow("k") || l.Wait(context.Background()) != nil || rs.Wait(context.Background(), "k") != nil {
+			t.Fatal("a nil limiter refused")
+		}
+	}
+	if ok, w := rs.Peek("k"); !ok || w != 0 {
+		t.Fatalf("Peek = %v, %v", ok, w)
+	}
+	if st := l.Take(); !st.Allowed || st.Limit != bw.Unlimited {
+		t.Fatalf("Take = %+v", st)
+	}
+	rs.Reset("k")
+	rs.ResetAll()
+	if rs.Len() != 0 || rs.Snapshots() != nil || l.Snapshot().Limit != float64(bw.Unlimited) {
+		t.Fatal("a nil registry reports state")
+	}
+}
+
+func TestRateLimiterRejectMode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newRateLimiter(t, 10, 2, bw.WithRateLimitWait(0))
+		ctx := context.Background()
+		for i := range 2 {
+			if err := l.Wait(ctx); err != nil {
+				t.Fatalf("token %d: %v", i, err)
+			}
+		}
+		start := time.Now()
+		err := l.Wait(ctx)
+		var re *bw.RateLimitError
+		if !errors.Is(err, bw.ErrRateLimited) || !errors.As(err, &re) {
+			t.Fatalf("third Wait: %v, want a RateLimitError", err)
+		}
+		if re.Wait != 100*time.Millisecond || re.RetryAfter() != re.Wait {
+			t.Errorf("quoted wait %s, want 100ms", re.Wait)
+		}
+		if time.Since(start) != 0 {
+			t.Error("reject mode waited")
+		}
+		if ok, w := l.Peek(); ok || w != 100*time.Millisecond {
+			t.Errorf("Peek = %v, %s; want false, 100ms", ok, w)
+		}
+		if l.Allow() {
+			t.Error("Allow admitted with an empty bucket")
+		}
+		time.Sleep(100 * time.Millisecond)
+		if !l.Allow() {
+			t.Error("no token after one emission interval")
+		}
+	})
+}
+
+func TestRateLimiterWaitersServedInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newRateLimiter(t, 1, 1, bw.WithRateLimitWait(time.Minute))
+		start := time.Now()
+		var mu sync.Mutex
+		var order []int
+		var at []time.Duration
+		var wg sync.WaitGroup
+		for i := range 5 {
+			wg.Go(func() {
+				if err := l.Wait(context.Background()); err != nil {
+					t.Errorf("waiter %d: %v", i, err)
+				}
+				mu.Lock()
+				order = append(order, i)
+				at = append(at, time.Since(start))
+				mu.Unlock()
+			})
+			synctest.Wait() // waiter i has its reservation before i+1 asks
+		}
+		wg.Wait()
+		for i := range 5 {
+			if order[i] != i || at[i] != time.Duration(i)*time.Second {
+				t.Fatalf("waiters finished %v at %v, want in order at 0s, 1s, 2s, ...", order, at)
+			}
+		}
+	})
+}
+
+func TestRateLimiterWaitThatDoesNotFit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newRateLimiter(t, 1, 1)
+		if !l.Allow() {
+			t.Fatal("first token refused")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		err := l.Wait(ctx)
+		var re *bw.RateLimitError
+		if !errors.As(err, &re) || re.Wait != time.Second {
+			t.Fatalf("Wait = %v, want a RateLimitError quoting 1s", err)
+		}
+		if time.Since(start) != 0 {
+			t.Error("gave up after waiting")
+		}
+		// The refused reservation was given back: the next token is still
+		// due in 1 s, and a caller with time to spare gets it then.
+		if ok, w := l.Peek(); ok || w != time.Second {
+			t.Fatalf("after the refusal Peek = %v, %s; want false, 1s", ok, w)
+		}
+		if err := l.Wait(context.Background()); err != nil || time.Since(start) != time.Second {
+			t.Fatalf("Wait = %v after %s, want nil after 1s", err, time.Since(start))
+		}
+		// Longer than the limiter's own longest wait (5 s by default).
+		l2 := newRateLimiter(t, rate.Every(10*time.Second), 1)
+		l2.Allow()
+		if err := l2.Wait(context.Background()); !errors.As(err, &re) || re.Wait != 10*time.Second {
+			t.Fatalf("Wait beyond the longest wait = %v", err)
+		}
+	})
+}
+
+func TestRateLimiterCancelGivesTokenBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newRateLimiter(t, 1, 1)
+		l.Allow()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- l.Wait(ctx) }()
+		time.Sleep(300 * time.Millisecond)
+		cancel()
+		if err := <-done; err != context.Canceled {
+			t.Fatalf("Wait = %v, want context.Canceled unchanged", err)
+		}
+		if ok, w := l.Peek(); ok || w != 700*time.Millisecond {
+			t.Fatalf("Peek = %v, %s; want the cancelled reservation returned (700ms left)", ok, w)
+		}
+	})
+}
+
+func TestRateLimiterStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newRateLimiter(t, 10, 5)
+		if st := l.Status(); !st.Allowed || st.Remaining != 5 || st.Reset != 0 || st.RetryAfter != 0 || st.Burst != 5 || st.Limit != 10 {
+			t.Fatalf("full bucket: %+v", st)
+		}
+		for i := 4; i >= 0; i-- {
+			if st := l.Take(); !st.Allowed || st.Remaining != i {
+				t.Fatalf("take: %+v, want remaining %d", st, i)
+			}
+		}
+		st := l.Take()
+		if st.Allowed || st.Remaining != 0 || st.RetryAfter != 100*time.Millisecond || st.Reset != 500*time.Millisecond {
+			t.Fatalf("empty bucket: %+v", st)
+		}
+		time.Sleep(250 * time.Millisecond)
+		if st := l.Status(); !st.Allowed || st.Remaining != 2 || st.RetryAfter != 0 || st.Reset != 250*time.Millisecond {
+			t.Fatalf("after 250ms: %+v", st)
+		}
+		l.Reset()
+		if s := l.Snapshot(); s.Tokens != 5 || s.Limited || s.Burst != 5 || s.Limit != 10 {
+			t.Fatalf("after Reset: %+v", s)
+		}
+	})
+}
+
+func TestRateLimitersPerKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rs, err := bw.NewRateLimiters(1, 1, bw.WithRateLimitWait(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, _ := rs.Peek("a"); !ok || rs.Len() != 0 {
+			t.Fatal("Peek of a new key refused or created it")
+		}
+		if st := rs.Status("a"); !st.Allowed || st.Remaining != 1 || rs.Len() != 0 {
+			t.Fatalf("Status of a new key: %+v", st)
+		}
+		if !rs.Allow("a") || rs.Allow("a") {
+			t.Fatal("key a: want one token")
+		}
+		if !rs.Allow("b") {
+			t.Fatal("key b shares key a's bucket")
+		}
+		var re *bw.RateLimitError
+		if err := rs.Wait(context.Background(), "a"); !errors.As(err, &re) || re.Key != "a" || re.Wait != time.Second {
+			t.Fatalf("Wait(a) = %v", err)
+		}
+		if s, ok := rs.Snapshot("a"); !ok || !s.Limited || s.Key != "a" || s.Wait != time.Second {
+			t.Fatalf("snapshot a: %+v %v", s, ok)
+		}
+		rs.Reset("a")
+		if !rs.Allow("a") {
+			t.Fatal("Reset did not refill")
+		}
+		rs.ResetAll()
+		if len(rs.Snapshots()) != 2 || rs.Limit() != 1 || rs.Burst() != 1 {
+			t.Fatalf("snapshots %+v", rs.Snapshots())
+		}
+		if st := rs.Take("b"); !st.Allowed {
+			t.Fatalf("ResetAll did not refill b: %+v", st)
+		}
+	})
+}
+
+func newPauseGates(t *testing.T, opts ...bw.PauseOption) *bw.PauseGates {
+	t.Helper()
+	g, err := bw.NewPauseGates(opts...)
+	if err != nil {
+		t.Fatalf("NewPauseGates: %v", err)
+	}
+	return g
+}
+
+func TestPauseGateExtendsOnlyAndClamps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newPauseGates(t, bw.WithMaxPause(time.Minute))
+		if g.Remaining("a") != 0 {
+			t.Fatal("paused before any hint")
+		}
+		start := time.Now()
+		if until := g.Pause("a", 10*time.Second); !until.Equal(start.Add(10 * time.Second)) {
+			t.Fatalf("Pause returned %v", until)
+		}
+		g.Pause("a", 3*time.Second) // shorter: ignored
+		g.Observe("a", bw.Outcome{Category: bw.Success, Status: 200})
+		if r := g.Remaining("a"); r != 10*time.Second {
+			t.Fatalf("remaining %s, want 10s: a shorter hint or a success shortened the pause", r)
+		}
+		g.Observe("a", bw.Outcome{Category: bw.Throttled, Status: 429, RetryAfter: 20 * time.Second, HasRetryAfter: true})
+		if r := g.Remaining("a"); r != 20*time.Second {
+			t.Fatalf("remaining %s, want 20s", r)
+		}
+		g.Observe("a", bw.Outcome{Category: bw.Throttled, Status: 429, RetryAfter: time.Hour, HasRetryAfter: true, RetryAfterTooLong: true})
+		if r := g.Remaining("a"); r != time.Minute {
+			t.Fatalf("remaining %s, want the 1m cap", r)
+		}
+		if g.Remaining("b") != 0 {
+			t.Fatal("key b paused by key a's hint")
+		}
+		g.Observe("b", bw.Outcome{Category: bw.Throttled, Status: 429}) // no hint: no pause
+		g.Pause("b", 0)
+		g.Pause("b", -time.Second)
+		if g.Remaining("b") != 0 {
+			t.Fatal("paused without a positive hint")
+		}
+		s, ok := g.Snapshot("a")
+		if !ok || !s.Paused || s.Remaining != time.Minute || !s.Until.Equal(start.Add(time.Minute)) {
+			t.Fatalf("snapshot %+v %v", s, ok)
+		}
+		time.Sleep(time.Minute)
+		if g.Remaining("a") != 0 {
+			t.Fatal("still paused after the pause ended")
+		}
+		if s, _ := g.Snapshot("a"); s.Paused {
+			t.Fatalf("snapshot after the end: %+v", s)
+		}
+		g.Pause("a", time.Second)
+		g.Resume("a")
+		if g.Remaining("a") != 0 {
+			t.Fatal("Resume did not end the pause")
+		}
+	})
+}
+
+func TestPauseGateWaitOrFailFast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newPauseGates(t)
+		g.Pause("a", 3*time.Second)
+		start := time.Now()
+
+		short, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		err := g.Wait(short, "a")
+		var pe *bw.PauseError
+		if !errors.Is(err, bw.ErrPaused) || !errors.As(err, &pe) || pe.Key != "a" || pe.Remaining != 3*time.Second || pe.RetryAfter() != 3*time.Second {
+			t.Fatalf("Wait with a short deadline = %v", err)
+		}
+		if time.Since(start) != 0 {
+			t.Fatal("a call that cannot outlast the pause waited")
+		}
+		if err := g.Wait(context.Background(), "a"); err != nil || time.Since(start) != 3*time.Second {
+			t.Fatalf("Wait = %v after %s, want nil after 3s", err, time.Since(start))
+		}
+
+		// A waiter sees an extension, and Resume wakes it.
+		g.Pause("b", time.Second)
+		done := make(chan error)
+		go func() { done <- g.Wait(context.Background(), "b") }()
+		synctest.Wait()
+		g.Pause("b", 5*time.Second)
+		time.Sleep(2 * time.Second)
+		select {
+		case err := <-done:
+			t.Fatalf("waiter returned %v before the extended pause ended", err)
+		default:
+		}
+		g.Resume("b")
+		if err := <-done; err != nil || time.Since(start) != 5*time.Second {
+			t.Fatalf("after Resume: %v at %s", err, time.Since(start))
+		}
+
+		// Cancellation while waiting; WithPauseWait(0) never waits.
+		g.Pause("c", time.Minute)
+		ctx, cancelC := context.WithCancel(context.Background())
+		go func() { time.Sleep(time.Second); cancelC() }()
+		if err := g.Wait(ctx, "c"); err != context.Canceled {
+			t.Fatalf("cancelled Wait = %v", err)
+		}
+		nowait := newPauseGates(t, bw.WithPauseWait(0))
+		nowait.Pause("c", time.Second)
+		if err := nowait.Wait(context.Background(), "c"); !errors.Is(err, bw.ErrPaused) {
+			t.Fatalf("WithPauseWait(0): %v", err)
+		}
+	})
+}
+
+func TestPauseGateValidationAndNil(t *testing.T) {
+	for _, o := range []bw.PauseOption{bw.WithMaxPause(0), bw.WithPauseKeys(0, time.Minute), bw.WithPauseKeys(1, 0)} {
+		if _, err := bw.NewPauseGates(o); err == nil {
+			t.Error("invalid pause option accepted")
+		}
+	}
+	var g *bw.PauseGates
+	g.Pause("a", time.Second)
+	g.Observe("a", bw.Outcome{Category: bw.Throttled, HasRetryAfter: true, RetryAfter: time.Second})
+	g.ObserveHeaders("a", http.Header{"Ratelimit": {`"d";r=0;t=5`}})
+	g.Resume("a")
+	if g.Remaining("a") != 0 || g.Wait(context.Background(), "a") != nil || g.Snapshots() != nil || g.MaxPause() != 0 {
+		t.Fatal("a nil PauseGates paused")
+	}
+}
+
+func TestParseQuotaReset(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	date := now.Add(-10 * time.Second).UTC().Format(http.TimeFormat) // the server's clock is 10 s behind
+	for _, tc := range []struct {
+		name string
+		h    http.Header
+		want time.Duration
+		ok   bool
+	}{
+		{"none", http.Header{}, 0, false},
+		{"structured spent", http.Header{"Ratelimit": {`"default";r=0;t=5`}}, 5 * time.Second, true},
+		{"structured left", http.Header{"Ratelimit": {`"default";r=3;t=5`}}, 0, false},
+		{"token name", http.Header{"Ratelimit": {`default;r=0;t=7`}}, 7 * time.Second, true},
+		{"spaces", http.Header{"Ratelimit": {` "default" ; r=0 ; t=5 `}}, 0, false},
+		{"OWS around members", http.Header{"Ratelimit": {`  "a";r=1;t=1 ,  "b";r=0;t=9  `}}, 9 * time.Second, true},
+		{"longest spent policy", http.Header{"Ratelimit": {`"burst";r=0;t=2, "daily";r=0;t=3600`}}, time.Hour, true},
+		{"several lines", http.Header{"Ratelimit": {`"burst";r=5;t=2`, `"daily";r=0;t=30`}}, 30 * time.Second, true},
+		{"window from policy", http.Header{"Ratelimit": {`"default";r=0`}, "Ratelimit-Policy": {`"other";q=1;w=9, "default";q=100;w=60`}}, time.Minute, true},
+		{"no reset, no policy", http.Header{"Ratelimit": {`"default";r=0`}}, 0, false},
+		{"decimal reset", http.Header{"Ratelimit": {`"default";r=0;t=1.5`}}, 1500 * time.Millisecond, true},
+		{"escaped name", http.Header{"Ratelimit": {`"a\"b";r=0`}, "Ratelimit-Policy": {`"a\"b";w=4`}}, 4 * time.Second, true},
+		{"comma in quoted name", http.Header{"Ratelimit": {`"a,b";r=0;t=6`}}, 6 * time.Second, true},
+		{"boolean parameter", http.Header{"Ratelimit": {`"d";x;r=0;t=2`}}, 2 * time.Second, true},
+		{"negative reset", http.Header{"Ratelimit": {`"d";r=0;t=-5`}}, 0, false},
+		{"garbage reset", http.Header{"Ratelimit": {`"d";r=0;t=soon`}}, 0, false},
+		{"unterminated", http.Header{"Ratelimit": {`"d;r=0;t=5`}}, 0, false},
+		{"inner list", http.Header{"Ratelimit": {`("a" "b");r=0;t=5`}}, 0, false},
+		{"overlong reset", http.Header{"Ratelimit": {`"d";r=0;t=99999999999999999999`}}, 0, false},
+		{"dictionary form", http.Header{"Ratelimit": {`limit=100, remaining=0, reset=8`}}, 8 * time.Second, true},
+		{"dictionary left", http.Header{"Ratelimit": {`limit=100, remaining=4, reset=8`}}, 0, false},
+		{"draft fields", http.Header{"Ratelimit-Remaining": {"0"}, "Ratelimit-Reset": {"12"}}, 12 * time.Second, true},
+		{"x fields", http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"5"}}, 5 * time.Second, true},
+		{"x fields left", http.Header{"X-Ratelimit-Remaining": {"10"}, "X-Ratelimit-Reset": {"5"}}, 0, false},
+		{"x fields no reset", http.Header{"X-Ratelimit-Remaining": {"0"}}, 0, false},
+		{"x epoch against Date", http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {strconv.FormatInt(now.Unix()+20, 10)}, "Date": {date}}, 30 * time.Second, true},
+		{"x epoch against now", http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {strconv.FormatInt(now.Unix()+20, 10)}}, 20 * time.Second, true},
+		{"x epoch in the past", http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {strconv.FormatInt(now.Unix()-20, 10)}}, 0, true},
+		{"x garbage", http.Header{"X-Ratelimit-Remaining": {"zero"}, "X-Ratelimit-Reset": {"5"}}, 0, false},
+		{"longest of all forms", http.Header{"Ratelimit": {`"d";r=0;t=5`}, "X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"9"}}, 9 * time.Second, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, ok := bw.ParseQuotaReset(tc.h, now)
+			if d != tc.want || ok != tc.ok {
+				t.Errorf("ParseQuotaReset = %s, %v; want %s, %v", d, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+func FuzzParseQuotaReset(f *testing.F) {
+	f.Add(`"default";r=0;t=5`, `"default";q=100;w=60`, "0", "5")
+	f.Add(`limit=1, remaining=0, reset=3`, ``, "", "")
+	f.Add(`"a\"b";r=0`, `"a\"b";w=4`, "0", "1700000000")
+	f.Add(`("x");r=0;t=1, "y";r=0;t=-1.5;z`, `;;;`, "00", "99999999999999999999999")
+	f.Fuzz(func(t *testing.T, rl, policy, remaining, reset string) {
+		h := http.Header{}
+		for k, v := range map[string]string{"Ratelimit": rl, "Ratelimit-Policy": policy, "X-Ratelimit-Remaining": remaining, "X-Ratelimit-Reset": reset} {
+			if v != "" {
+				h[k] = []string{v}
+			}
+		}
+		d, ok := bw.ParseQuotaReset(h, time.Unix(1_700_000_000, 0))
+		if d < 0 || (!ok && d != 0) || d > 100*365*24*time.Hour {
+			t.Fatalf("ParseQuotaReset(%q) = %s, %v", h, d, ok)
+		}
+	})
+}
+
+// send makes one GET to host through rt with ctx and reads and closes the
+// body; it reports the result and how long the call took.
+func send(ctx context.Context, rt http.RoundTripper, host string) (result, time.Duration) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/", nil)
+	start := time.Now()
+	r := do(rt, req)
+	return r, time.Since(start)
+}
+
+// maxInWindow is the largest number of times in any half-open window
+// [t, t+w) starting at one of them; ts must be sorted.
+func maxInWindow(ts []time.Time, w time.Duration) int {
+	best, j := 0, 0
+	for i := range ts {
+		for j < len(ts) && ts[j].Before(ts[i].Add(w)) {
+			j++
+		}
+		best = max(best, j-i)
+	}
+	return best
+}
+
+func arrivals(u *breakwatertest.Upstream) []time.Time {
+	var ts []time.Time
+	for _, r := range u.Requests() {
+		ts = append(ts, r.At)
+	}
+	slices.SortFunc(ts, time.Time.Compare)
+	return ts
+}
+
+// load sends calls at a steady rate for d, each in its own goroutine, and
+// returns their results and durations once all are done.
+func load(rt http.RoundTripper, perSecond int, d time.Duration, ctxTimeout time.Duration) ([]result, []time.Duration) {
+	n := int(d.Seconds() * float64(perSecond))
+	results := make([]result, n)
+	took := make([]time.Duration, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			ctx := context.Background()
+			if ctxTimeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, ctxTimeout)
+				defer cancel()
+			}
+			results[i], took[i] = send(ctx, rt, "upstream.test")
+		})
+		time.Sleep(time.Second / time.Duration(perSecond))
+	}
+	wg.Wait()
+	return results, took
+}
+
+func TestTransportRateLimitBoundsEveryWindow(t *testing.T) {
+	for _, wait := range []time.Duration{time.Second, 0} {
+		synctest.Test(t, func(t *testing.T) {
+			u := breakwatertest.NewPipeUpstream(t)
+			tr := newTransport(t, u.Transport(), bw.WithRateLimit(50, 50, bw.WithRateLimitWait(wait)))
+			load(tr, 300, 5*time.Second, 0) // 6× the limit
+			ts := arrivals(u)
+			if n := maxInWindow(ts, time.Second); n > 100 {
+				t.Fatalf("wait %s: the upstream saw %d requests within 1 s, more than burst + limit = 100", wait, n)
+			}
+			if len(ts) < 250 {
+				t.Fatalf("wait %s: only %d requests in 5 s at 50/s", wait, len(ts))
+			}
+		})
+	}
+}
+
+func TestTransportRateLimitShedding(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Wait mode with a 1 s budget at 1× load: nothing is shed.
+		u := breakwatertest.NewPipeUpstream(t)
+		tr := newTransport(t, u.Transport(), bw.WithRateLimit(50, 50, bw.WithRateLimitWait(time.Second)))
+		results, _ := load(tr, 50, 10*time.Second, time.Second)
+		for i, r := range results {
+			if r.err != nil || r.status != 200 {
+				t.Fatalf("1× load, call %d: %+v", i, r)
+			}
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		// Reject mode at 6× sustained load: most calls are refused at once,
+		// and no call waits.
+		u := breakwatertest.NewPipeUpstream(t)
+		tr := newTransport(t, u.Transport(), bw.WithRateLimit(50, 50, bw.WithRateLimitWait(0)))
+		results, took := load(tr, 300, 10*time.Second, 0)
+		rejected := 0
+		for i, r := range results {
+			switch {
+			case errors.Is(r.err, bw.ErrRateLimited):
+				rejected++
+			case r.err != nil || r.status != 200:
+				t.Fatalf("call %d: %+v", i, r)
+			}
+			if took[i] != 0 {
+				t.Fatalf("call %d took %s: reject mode waited", i, took[i])
+			}
+		}
+		// 3000 calls; the bucket admits 50 + 50/s × 10 s = 550 of them.
+		if frac := float64(rejected) / float64(len(results)); frac < 0.75 || frac > 0.85 {
+			t.Fatalf("rejected %.1f%% of the calls, want about 82%%", 100*frac)
+		}
+		if u.Count() != len(results)-rejected {
+			t.Fatalf("upstream saw %d, admitted %d", u.Count(), len(results)-rejected)
+		}
+	})
+}
+
+func TestTransportRateLimitWaitThatDoesNotFitFailsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t)
+		tr := newTransport(t, u.Transport(), bw.WithRateLimit(1, 1))
+		if r, _ := send(context.Background(), tr, "upstream.test"); r.status != 200 {
+			t.Fatalf("first call: %+v", r)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		r, took := send(ctx, tr, "upstream.test")
+		var re *bw.RateLimitError
+		if !errors.As(r.err, &re) || re.Wait != time.Second || re.Key != upstreamKey {
+			t.Fatalf("second call: %+v, want a RateLimitError quoting 1s", r)
+		}
+		if took != 0 {
+			t.Fatalf("gave up after %s, want at once", took)
+		}
+		if u.Count() != 1 {
+			t.Fatalf("the upstream saw %d requests, want 1", u.Count())
+		}
+		// The call timeout bounds the wait too.
+		tr2 := newTransport(t, u.Transport(), bw.WithRateLimit(rate.Every(time.Minute), 1, bw.WithRateLimitWait(time.Hour)))
+		send(context.Background(), tr2, "upstream.test")
+		if r, took := send(context.Background(), tr2, "upstream.test"); !errors.Is(r.err, bw.ErrRateLimited) || took != 0 {
+			t.Fatalf("a wait longer than the call timeout: %+v after %s", r, took)
+		}
+	})
+}
+
+func TestTransportRejectionsAreNotRetriedOrCharged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t)
+		tr := newTransport(t, u.Transport(), bw.WithRateLimit(1, 1, bw.WithRateLimitWait(0)),
+			bw.WithBreaker(bw.WithPolicy(bw.Consecutive(1))))
+		send(context.Background(), tr, "upstream.test")
+		for range 20 {
+			if r, _ := send(context.Background(), tr, "upstream.test"); !errors.Is(r.err, bw.ErrRateLimited) {
+				t.Fatalf("%+v", r)
+			}
+		}
+		if s, _ := tr.Breakers().Snapshot(upstreamKey); s.State != bw.StateClosed || s.Failures != 0 {
+			t.Fatalf("rejections charged the breaker: %+v", s)
+		}
+		if u.Count() != 1 {
+			t.Fatalf("upstream saw %d", u.Count())
+		}
+	})
+}
+
+func TestTransportPauseOn429(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstreamFunc(t, func(n int, r *http.Request) breakwatertest.Step {
+			if n == 1 {
+				return breakwatertest.Step{Status: 429, Header: http.Header{"Retry-After": {"3"}}}
+			}
+			return breakwatertest.Step{}
+		})
+		tr := newTransport(t, u.Transport())
+		start := time.Now()
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			// The throttled call itself retries no earlier than the hint.
+			if r, _ := send(context.Background(), tr, "a.test"); r.status != 200 {
+				t.Errorf("the throttled call: %+v", r)
+			}
+		})
+		synctest.Wait() // answered 429; a.test is paused and the call backs off
+		if r := tr.PauseGates().Remaining("http://a.test"); r != 3*time.Second {
+			t.Fatalf("a.test paused for %s, want 3s", r)
+		}
+		for i := range 20 {
+			wg.Go(func() {
+				ctx := context.Background()
+				patient := i%2 == 0
+				if !patient {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, time.Second)
+					defer cancel()
+				}
+				r, took := send(ctx, tr, "a.test")
+				var pe *bw.PauseError
+				switch {
+				case patient && (r.status != 200 || took != 3*time.Second):
+					t.Errorf("patient call %d: %+v after %s, want 200 after exactly 3s", i, r, took)
+				case !patient && (!errors.As(r.err, &pe) || pe.Remaining != 3*time.Second || took != 0):
+					t.Errorf("hurried call %d: %+v after %s, want a PauseError at once", i, r, took)
+				}
+			})
+		}
+		if r, took := send(context.Background(), tr, "b.test"); r.status != 200 || took != 0 {
+			t.Fatalf("b.test: %+v after %s, want unaffected", r, took)
+		}
+		wg.Wait()
+		for _, r := range u.Requests()[1:] {
+			if r.Host == "a.test" && r.At.Before(start.Add(3*time.Second)) {
+				t.Fatalf("a.test was called at +%s, during its pause", r.At.Sub(start))
+			}
+		}
+		if n := u.Count(); n != 1+1+10+1 {
+			t.Fatalf("upstream saw %d requests, want 13 (429, retry, 10 patient calls, b.test)", n)
+		}
+	})
+}
+
+func TestTransportPacesOnRateLimitHeaders(t *testing.T) {
+	epoch := time.Unix(1_700_000_000, 0)
+	for _, tc := range []struct {
+		name string
+		h    http.Header
+	}{
+		{"RateLimit", http.Header{"Ratelimit": {`"default";r=0;t=5`}, "Ratelimit-Policy": {`"default";q=10;w=60`}}},
+		{"RateLimit-Policy window", http.Header{"Ratelimit": {`"default";r=0`}, "Ratelimit-Policy": {`"default";q=10;w=5`}}},
+		{"X-RateLimit delta", http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"5"}}},
+		{"X-RateLimit epoch", http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {strconv.FormatInt(epoch.Unix()+5, 10)},
+			"Date": {epoch.UTC().Format(http.TimeFormat)}}},
+	} {
+		for _, pacing := range []bool{true, false} {
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				// The upstream enforces its quota: 429 until 5 s have passed.
+				u := breakwatertest.NewPipeUpstreamFunc(t, func(n int, r *http.Request) breakwatertest.Step {
+					switch {
+					case n == 1:
+						return breakwatertest.Step{Header: tc.h}
+					case time.Since(start) < 5*time.Second:
+						return breakwatertest.Step{Status: 429}
+					}
+					return breakwatertest.Step{}
+				})
+				tr := newTransport(t, u.Transport(), bw.WithRateLimitHeaders(pacing), bw.WithMaxAttempts(1))
+				send(context.Background(), tr, "upstream.test")
+				r, took := send(context.Background(), tr, "upstream.test")
+				switch {
+				case pacing && (r.status != 200 || took != 5*time.Second):
+					t.Errorf("%s, pacing: %+v after %s, want 200 after 5s", tc.name, r, took)
+				case !pacing && (r.status != 429 || took != 0):
+					t.Errorf("%s, no pacing: %+v after %s, want the 429 at once", tc.name, r, took)
+				}
+			})
+		}
+	}
+}
+
+func TestTransportLimitOptions(t *testing.T) {
+	for name, opts := range map[string][]bw.Option{
+		"rate limit 0":                {bw.WithRateLimit(0, 1)},
+		"burst 0":                     {bw.WithRateLimit(10, 0)},
+		"concurrency 0":               {bw.WithConcurrencyLimit(0)},
+		"queue without wait":          {bw.WithConcurrencyLimit(4, bw.WithBulkheadQueue(4, 0))},
+		"pacing without a pause gate": {bw.WithoutPauseGate(), bw.WithRateLimitHeaders(true)},
+		"max pause 0":                 {bw.WithPauseGate(bw.WithMaxPause(-1))},
+		"bad adaptive limit":          {bw.WithConcurrencyLimit(4, bw.WithAdaptiveLimit(bw.Gradient{Max: 2}))},
+	} {
+		if _, err := bw.NewTransport(opts...); err == nil {
+			t.Errorf("%s: NewTransport accepted it", name)
+		}
+	}
+	tr, err := bw.NewTransport()
+	if err != nil || tr.PauseGates() == nil || tr.RateLimiters() != nil || tr.Bulkheads() != nil {
+		t.Fatalf("defaults: %v; want a pause gate and nothing else", err)
+	}
+	if tr.PauseGates().MaxPause() != bw.DefaultMaxRetryAfter {
+		t.Errorf("max pause %s", tr.PauseGates().MaxPause())
+	}
+	tr, _ = bw.NewTransport(bw.WithMaxRetryAfter(time.Minute), bw.WithRateLimit(5, 5), bw.WithRateLimit(bw.Unlimited, 0),
+		bw.WithConcurrencyLimit(3), bw.WithoutPauseGate(), bw.WithPauseGate())
+	if tr.RateLimiters() != nil || tr.Bulkheads().Limit("k") != 3 || tr.PauseGates().MaxPause() != time.Minute {
+		t.Fatal("later options did not replace earlier ones")
+	}
+	tr, _ = bw.NewTransport(bw.WithoutPauseGate())
+	if tr.PauseGates() != nil {
+		t.Fatal("WithoutPauseGate kept a gate")
+	}
+	shared, _ := bw.NewRateLimiters(1, 1)
+	tr, _ = bw.NewTransport(bw.WithRateLimiters(shared))
+	if tr.RateLimiters() != shared {
+		t.Fatal("WithRateLimiters did not share the registry")
+	}
+}
