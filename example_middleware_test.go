@@ -113,3 +113,73 @@ func ExampleForwardedForKey() {
 	// 192.0.2.44
 	// 2001:db8:aa:bb::/64
 }
+
+// At most one request runs at a time here; the next one is shed with 503
+// and a Retry-After instead of piling up.
+func ExampleNewShedder() {
+	bulkhead, err := bw.NewBulkhead(1) // add bw.WithBulkheadQueue to let a few wait
+	if err != nil {
+		panic(err)
+	}
+	shedder, err := bw.NewShedder(bulkhead, bw.WithShedRetryAfter(time.Second, time.Second))
+	if err != nil {
+		panic(err)
+	}
+	inHandler, release := make(chan struct{}), make(chan struct{})
+	r := chi.NewRouter()
+	r.Use(shedder.Middleware)
+	r.Get("/export", func(w http.ResponseWriter, r *http.Request) {
+		close(inHandler)
+		<-release
+		io.WriteString(w, "export\n")
+	})
+
+	first := httptest.NewRecorder()
+	done := make(chan struct{})
+	go func() {
+		r.ServeHTTP(first, httptest.NewRequest(http.MethodGet, "/export", nil))
+		close(done)
+	}()
+	<-inHandler
+
+	second := httptest.NewRecorder()
+	r.ServeHTTP(second, httptest.NewRequest(http.MethodGet, "/export", nil))
+	fmt.Println("second:", second.Code, "Retry-After", second.Header().Get("Retry-After"))
+
+	close(release)
+	<-done
+	fmt.Println("first:", first.Code)
+	// Output:
+	// second: 503 Retry-After 1
+	// first: 200
+}
+
+// Each client address gets a token bucket of 2 requests, refilled at one per
+// second; every response says where the client stands.
+func ExampleNewClientRateLimit() {
+	buckets, err := bw.NewRateLimiters(1, 2, bw.WithRateLimitKeys(100_000, 10*time.Minute))
+	if err != nil {
+		panic(err)
+	}
+	limit, err := bw.NewClientRateLimit(buckets, bw.RemoteAddrKey)
+	if err != nil {
+		panic(err)
+	}
+	defer limit.Close()
+	r := chi.NewRouter()
+	r.Use(limit.Middleware)
+	r.Get("/search", func(w http.ResponseWriter, r *http.Request) {})
+
+	for range 3 {
+		req := httptest.NewRequest(http.MethodGet, "/search", nil)
+		req.RemoteAddr = "198.51.100.7:52100"
+		rec := httptest.NewRecorder()
+		r.ServeHTTP(rec, req)
+		fmt.Printf("%d RateLimit-Policy: %s RateLimit: %s Retry-After: %q\n", rec.Code,
+			rec.Header().Get("RateLimit-Policy"), rec.Header().Get("RateLimit"), rec.Header().Get("Retry-After"))
+	}
+	// Output:
+	// 200 RateLimit-Policy: "default";q=2;w=2 RateLimit: "default";r=1;t=1 Retry-After: ""
+	// 200 RateLimit-Policy: "default";q=2;w=2 RateLimit: "default";r=0;t=2 Retry-After: ""
+	// 429 RateLimit-Policy: "default";q=2;w=2 RateLimit: "default";r=0;t=2 Retry-After: "1"
+}

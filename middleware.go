@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"math"
+	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -26,10 +30,13 @@ import (
 // middleware that made it.
 
 // A MiddlewareOption configures any inbound middleware: it is a
-// [TimeoutOption] and a [RouteBreakerOption].
+// [TimeoutOption], a [RouteBreakerOption], a [ShedOption] and a
+// [ClientRateLimitOption].
 type MiddlewareOption interface {
 	TimeoutOption
 	RouteBreakerOption
+	ShedOption
+	ClientRateLimitOption
 }
 
 // A TimeoutOption configures [NewHandlerTimeout].
@@ -40,15 +47,18 @@ type RouteBreakerOption interface{ applyRouteBreaker(*routeBreakerConfig) }
 
 // inboundConfig is what every inbound middleware shares.
 type inboundConfig struct {
-	name string
-	deny DenyHandler
-	obs  Observer
+	name   string
+	deny   DenyHandler
+	obs    Observer
+	exempt func(*http.Request) bool
 }
 
 type inboundOption func(*inboundConfig)
 
-func (f inboundOption) applyTimeout(c *timeoutConfig)           { f(&c.inboundConfig) }
-func (f inboundOption) applyRouteBreaker(c *routeBreakerConfig) { f(&c.inboundConfig) }
+func (f inboundOption) applyTimeout(c *timeoutConfig)                 { f(&c.inboundConfig) }
+func (f inboundOption) applyRouteBreaker(c *routeBreakerConfig)       { f(&c.inboundConfig) }
+func (f inboundOption) applyShed(c *shedConfig)                       { f(&c.inboundConfig) }
+func (f inboundOption) applyClientRateLimit(c *clientRateLimitConfig) { f(&c.inboundConfig) }
 
 // WithDenyHandler replaces the default response to a rejected request
 // ([WriteProblem]: an RFC 9457 application/problem+json body). A nil h
@@ -65,6 +75,15 @@ func WithDenyHandler(h DenyHandler) MiddlewareOption {
 // nothing.
 func WithInboundObserver(o Observer) MiddlewareOption {
 	return inboundOption(func(c *inboundConfig) { c.obs = o })
+}
+
+// WithExempt exempts the requests for which fn returns true: they go
+// straight to the next handler, untouched and unreported (health checks,
+// readiness probes, an operator's endpoints). fn runs on every request
+// before anything else and must be fast and safe for concurrent use. A nil
+// fn (the default) exempts nothing.
+func WithExempt(fn func(r *http.Request) bool) MiddlewareOption {
+	return inboundOption(func(c *inboundConfig) { c.exempt = fn })
 }
 
 // WithName names the middleware in its [Snapshot].
@@ -108,6 +127,14 @@ func (in *inbound) begin(w http.ResponseWriter, need bool) served {
 		s.start = time.Now()
 	}
 	return s
+}
+
+// writer is what the next handler gets.
+func (s *served) writer(w http.ResponseWriter) http.ResponseWriter {
+	if s.rw != nil {
+		return s.rw
+	}
+	return w
 }
 
 // finish reports the request if this middleware reports it.
@@ -285,6 +312,10 @@ func (t *HandlerTimeout) Timeout() time.Duration { return t.d }
 // Middleware wraps next.
 func (t *HandlerTimeout) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if t.in.exempt != nil && t.in.exempt(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
 		ctx, cancel := context.WithTimeoutCause(r.Context(), t.d, http.ErrHandlerTimeout)
 		defer cancel()
 		s := t.in.begin(w, true)
@@ -382,6 +413,10 @@ func (rb *RouteBreaker) Snapshot() Snapshot {
 // Middleware wraps next.
 func (rb *RouteBreaker) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rb.in.exempt != nil && rb.in.exempt(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
 		key := rb.key(r)
 		s := rb.in.begin(w, true)
 		permit, err := rb.bs.Allow(key)
@@ -411,6 +446,410 @@ func (rb *RouteBreaker) Middleware(next http.Handler) http.Handler {
 	})
 }
 
+// A ShedOption configures [NewShedder].
+type ShedOption interface{ applyShed(*shedConfig) }
+
+type shedConfig struct {
+	inboundConfig
+	retryMin, retryMax time.Duration
+}
+
+type shedOptionFunc func(*shedConfig)
+
+func (f shedOptionFunc) applyShed(c *shedConfig) { f(c) }
+
+// Default Retry-After range of a [Shedder]'s rejections.
+const (
+	DefaultShedRetryAfterMin = time.Second
+	DefaultShedRetryAfterMax = 2 * time.Second
+)
+
+// WithShedRetryAfter sets the range a [Shedder] draws each rejection's
+// Retry-After from, uniformly in whole seconds (min and max are rounded up
+// to seconds; min at least 1 s). The spread keeps rejected clients from
+// coming back all at once. Default: 1 to 2 s.
+func WithShedRetryAfter(min, max time.Duration) ShedOption {
+	return shedOptionFunc(func(c *shedConfig) { c.retryMin, c.retryMax = min, max })
+}
+
+// Shedder sheds load: it admits at most a [Bulkhead]'s limit of requests
+// into the next handler at once, lets a bounded number wait in arrival
+// order for a bounded time (the bulkhead's [WithBulkheadQueue]), and
+// answers the rest 503 with a jittered Retry-After (1 to 2 s by default)
+// without calling the handler. With [WithAdaptiveLimit] on the bulkhead
+// the limit follows the handler's latency and its overload signals: a
+// handler timeout or a 503 is a drop, a client that went away or a
+// breakwater rejection teaches nothing.
+//
+// A request holds its slot until the handler returns, panics or hijacks
+// the connection (a hijacked connection, a WebSocket say, no longer counts
+// as a request in flight). A request whose client disconnects while it
+// waits leaves the queue at once, and nothing is written to it; a handler
+// that honours its context returns when its client disconnects, freeing
+// the slot. Slots are not freed while a handler still runs: the limit
+// bounds the work in progress, and a handler that ignores its context is
+// still working.
+//
+// A Shedder is safe for concurrent use. Admitting and releasing a request
+// costs a few atomic operations and no allocation (plus a small wrapper
+// when the connection can be hijacked or an observer needs the status).
+type Shedder struct {
+	in                 inbound
+	bh                 *Bulkhead
+	retryMin, retryMax int64 // seconds
+	adaptive           bool
+}
+
+// NewShedder returns a load shedder on bh, which sets the limit, the queue
+// and an adaptive limit; bh must not be nil. bh may be shared with other
+// code that reads it (InFlight, Snapshot); requests admitted through other
+// paths count against the same limit.
+func NewShedder(bh *Bulkhead, opts ...ShedOption) (*Shedder, error) {
+	c := shedConfig{retryMin: DefaultShedRetryAfterMin, retryMax: DefaultShedRetryAfterMax}
+	for _, o := range opts {
+		if o != nil {
+			o.applyShed(&c)
+		}
+	}
+	var errs []error
+	if bh == nil {
+		errs = append(errs, errors.New("breakwater: NewShedder needs a Bulkhead"))
+	}
+	lo, hi := retryAfterSeconds(c.retryMin), retryAfterSeconds(c.retryMax)
+	if c.retryMin <= 0 || c.retryMax < c.retryMin {
+		errs = append(errs, fmt.Errorf("breakwater: shed Retry-After range needs 0 < min <= max, got %s and %s", c.retryMin, c.retryMax))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &Shedder{
+		in:       newInbound(c.inboundConfig, MechShed, http.StatusServiceUnavailable),
+		bh:       bh,
+		retryMin: lo,
+		retryMax: hi,
+		adaptive: bh.cfg.adaptive != nil,
+	}, nil
+}
+
+// Bulkhead returns the shedder's bulkhead.
+func (sh *Shedder) Bulkhead() *Bulkhead { return sh.bh }
+
+// Snapshot returns the state of the shedder's bulkhead.
+func (sh *Shedder) Snapshot() Snapshot {
+	return Snapshot{Name: sh.in.name, At: time.Now(), Bulkheads: []BulkheadSnapshot{sh.bh.Snapshot()}}
+}
+
+// retryAfter draws a rejection's Retry-After.
+func (sh *Shedder) retryAfter() time.Duration {
+	s := sh.retryMin
+	if n := sh.retryMax - sh.retryMin; n > 0 {
+		s += rand.Int64N(n + 1)
+	}
+	return time.Duration(s) * time.Second
+}
+
+// Middleware wraps next.
+func (sh *Shedder) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sh.in.exempt != nil && sh.in.exempt(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		s := sh.in.begin(w, sh.adaptive || canHijack(w))
+		if s.rw != nil {
+			sh.serveTracked(next, r, &s)
+			return
+		}
+		slot, err := sh.bh.Acquire(r.Context())
+		if err != nil {
+			sh.refused(w, r, &s, err)
+			return
+		}
+		defer slot.Release()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// serveTracked serves a request whose writer is wrapped: the slot is also
+// freed by a hijack, and an adaptive limit learns the outcome.
+func (sh *Shedder) serveTracked(next http.Handler, r *http.Request, s *served) {
+	rw := s.rw
+	slot, err := sh.bh.Acquire(r.Context())
+	if err != nil {
+		sh.refused(rw, r, s, err)
+		return
+	}
+	hooked := rw.addHijackHook(slot.Ignore)
+	panicked := true
+	defer func() {
+		if hooked {
+			rw.removeHijackHook()
+		}
+		if panicked {
+			slot.Ignore()
+			sh.in.finish(r, s, true)
+		}
+	}()
+	next.ServeHTTP(rw, r)
+	panicked = false
+	status, cat := inboundOutcome(r, rw, false)
+	slot.judge(Outcome{Category: cat, Status: status})
+	slot.release()
+	sh.in.finish(r, s, false)
+}
+
+// refused answers a request that got no slot: 503 when the bulkhead
+// refused it, nothing when its client went away while it waited.
+func (sh *Shedder) refused(w http.ResponseWriter, r *http.Request, s *served, err error) {
+	if errors.Is(err, ErrConcurrencyLimit) {
+		sh.in.reject(w, r, Rejection{Mechanism: MechShed, Status: http.StatusServiceUnavailable, RetryAfter: sh.retryAfter(), Err: err})
+	}
+	sh.in.finish(r, s, false)
+}
+
+// A ClientRateLimitOption configures [NewClientRateLimit].
+type ClientRateLimitOption interface {
+	applyClientRateLimit(*clientRateLimitConfig)
+}
+
+type clientRateLimitConfig struct {
+	inboundConfig
+	policy   string
+	xHeaders bool
+}
+
+type clientRateLimitOptionFunc func(*clientRateLimitConfig)
+
+func (f clientRateLimitOptionFunc) applyClientRateLimit(c *clientRateLimitConfig) { f(c) }
+
+// DefaultRateLimitPolicy is the policy name in a [ClientRateLimit]'s
+// RateLimit-Policy and RateLimit fields.
+const DefaultRateLimitPolicy = "default"
+
+// WithRateLimitPolicyName sets the policy name in the RateLimit-Policy and
+// RateLimit fields; several limits on one route need different names.
+// It must be 1 to 64 printable ASCII characters other than '"' and '\'.
+// Default: "default".
+func WithRateLimitPolicyName(name string) ClientRateLimitOption {
+	return clientRateLimitOptionFunc(func(c *clientRateLimitConfig) { c.policy = name })
+}
+
+// WithXRateLimitHeaders adds the older, unstandardised X-RateLimit-Limit
+// (the burst), X-RateLimit-Remaining and X-RateLimit-Reset (the Unix time,
+// in seconds, at which the bucket is full again) fields to every response,
+// for clients that read those. Default: off.
+func WithXRateLimitHeaders(on bool) ClientRateLimitOption {
+	return clientRateLimitOptionFunc(func(c *clientRateLimitConfig) { c.xHeaders = on })
+}
+
+// maxKeyLen bounds the keys a ClientRateLimit stores; longer keys (a
+// client-chosen header value) are stored as a hash.
+const maxKeyLen = 128
+
+// rateTableMax bounds the precomputed RateLimit field values.
+const rateTableMax = 2048
+
+// ClientRateLimit limits each client (or whatever its [KeyFunc] names) to
+// a token bucket of a [RateLimiters] registry: a request takes a token or
+// is answered 429 Too Many Requests with a Retry-After of the time until
+// the client's next token, rounded up to whole seconds and never 0, without
+// calling the handler. It never waits for a token (the registry's wait
+// setting does not apply).
+//
+// Every response it sees, admitted or not, carries the IETF RateLimit
+// fields (draft-ietf-httpapi-ratelimit-headers): RateLimit-Policy
+// describes the bucket as a quota of burst requests per window of
+// burst/limit seconds (rounded up), `"default";q=10;w=1` for 10/s with
+// a burst of 10; RateLimit gives the client's remaining whole tokens and
+// the seconds until its bucket is full again, `"default";r=3;t=1`.
+// [WithXRateLimitHeaders] adds the X-RateLimit-* fields.
+//
+// Per-key state lives in the registry and is bounded by it
+// ([WithRateLimitKeys]: a hard cap on keys, eviction of idle full buckets,
+// a shared overflow bucket when full); keys longer than 128 bytes are
+// stored as a 64-bit hash, so a client cannot grow memory through a long
+// header value. A request whose key is "" uses the bucket of "", shared by
+// every such request.
+//
+// A ClientRateLimit is safe for concurrent use. An admitted request costs a
+// map lookup, a token bucket update and, for buckets whose header values
+// fit a precomputed table (burst+1 times window+1 up to 2048), no
+// allocation.
+type ClientRateLimit struct {
+	in       inbound
+	rl       *RateLimiters
+	key      KeyFunc
+	xHeaders bool
+	seed     maphash.Seed
+
+	policyName string
+	window     int64    // seconds
+	policyHdr  []string // the RateLimit-Policy value, shared, never modified
+	limitHdr   []string // X-RateLimit-Limit
+	table      [][]string
+}
+
+// NewClientRateLimit returns a rate limit on the buckets of rl, keyed by
+// key (for example [RemoteAddrKey], or [ForwardedForKey] behind a proxy).
+// rl must not be nil (an [Unlimited] registry is nil: mount nothing
+// instead) and key is required: every call site states what it limits by.
+func NewClientRateLimit(rl *RateLimiters, key KeyFunc, opts ...ClientRateLimitOption) (*ClientRateLimit, error) {
+	c := clientRateLimitConfig{policy: DefaultRateLimitPolicy}
+	for _, o := range opts {
+		if o != nil {
+			o.applyClientRateLimit(&c)
+		}
+	}
+	var errs []error
+	if rl == nil {
+		errs = append(errs, errors.New("breakwater: NewClientRateLimit needs a RateLimiters registry"))
+	}
+	if key == nil {
+		errs = append(errs, errors.New("breakwater: NewClientRateLimit needs a KeyFunc"))
+	}
+	if !validPolicyName(c.policy) {
+		errs = append(errs, fmt.Errorf("breakwater: invalid rate limit policy name %q", c.policy))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	crl := &ClientRateLimit{
+		in:         newInbound(c.inboundConfig, MechRateLimit, http.StatusTooManyRequests),
+		rl:         rl,
+		key:        key,
+		xHeaders:   c.xHeaders,
+		seed:       maphash.MakeSeed(),
+		policyName: c.policy,
+	}
+	burst := rl.Burst()
+	crl.window = max(1, int64(math.Ceil(float64(burst)/float64(rl.Limit()))))
+	crl.policyHdr = []string{`"` + c.policy + `";q=` + strconv.Itoa(burst) + ";w=" + strconv.FormatInt(crl.window, 10)}
+	crl.limitHdr = []string{strconv.Itoa(burst)}
+	if n := (int64(burst) + 1) * (crl.window + 1); n <= rateTableMax {
+		crl.table = make([][]string, n)
+		for r := range int64(burst) + 1 {
+			for t := range crl.window + 1 {
+				crl.table[r*(crl.window+1)+t] = []string{crl.rateValue(r, t)}
+			}
+		}
+	}
+	return crl, nil
+}
+
+func validPolicyName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// rateValue formats a RateLimit field value.
+func (crl *ClientRateLimit) rateValue(remaining, reset int64) string {
+	var b [96]byte
+	out := append(b[:0], '"')
+	out = append(out, crl.policyName...)
+	out = append(out, `";r=`...)
+	out = strconv.AppendInt(out, remaining, 10)
+	out = append(out, ";t="...)
+	out = strconv.AppendInt(out, reset, 10)
+	return string(out)
+}
+
+// Registry returns the rate limit's registry.
+func (crl *ClientRateLimit) Registry() *RateLimiters { return crl.rl }
+
+// Snapshot returns the state of every bucket in the registry.
+func (crl *ClientRateLimit) Snapshot() Snapshot {
+	return Snapshot{Name: crl.in.name, At: time.Now(), RateLimiters: crl.rl.Snapshots()}
+}
+
+// Close releases what the rate limit holds in the background. Today that
+// is nothing: idle buckets are evicted as new keys arrive, by the request
+// that inserts them, and no goroutine runs. Close exists so that owners
+// can defer it now and stay correct should background work appear; it is
+// safe to call more than once, and the middleware keeps working after it.
+func (crl *ClientRateLimit) Close() error { return nil }
+
+// storeKey bounds a key's length.
+func (crl *ClientRateLimit) storeKey(k string) string {
+	if len(k) <= maxKeyLen {
+		return k
+	}
+	return "#" + strconv.FormatUint(maphash.String(crl.seed, k), 16)
+}
+
+// setHeaders writes the RateLimit fields of st. The one-element value
+// slices of the precomputed table are shared by every response: net/http
+// only reads header values, and Set, Add and Del replace or copy them.
+func (crl *ClientRateLimit) setHeaders(h http.Header, st RateStatus) {
+	r := int64(st.Remaining)
+	t := min(retryAfterCeil(st.Reset), crl.window)
+	h["Ratelimit-Policy"] = crl.policyHdr
+	if i := r*(crl.window+1) + t; crl.table != nil && r <= int64(st.Burst) && i < int64(len(crl.table)) {
+		h["Ratelimit"] = crl.table[i]
+	} else {
+		h["Ratelimit"] = []string{crl.rateValue(r, t)}
+	}
+	if crl.xHeaders {
+		h["X-Ratelimit-Limit"] = crl.limitHdr
+		h["X-Ratelimit-Remaining"] = []string{itoa(r)}
+		h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(time.Now().Add(st.Reset).Add(time.Second-1).Unix(), 10)}
+	}
+}
+
+// retryAfterCeil is d in whole seconds, rounded up (0 for d <= 0).
+func retryAfterCeil(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return retryAfterSeconds(d)
+}
+
+// Middleware wraps next.
+func (crl *ClientRateLimit) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if crl.in.exempt != nil && crl.in.exempt(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		s := crl.in.begin(w, false)
+		key := crl.storeKey(crl.key(r))
+		st := crl.rl.Take(key)
+		crl.setHeaders(w.Header(), st)
+		if !st.Allowed {
+			crl.in.reject(s.writer(w), r, Rejection{
+				Mechanism:  MechRateLimit,
+				Status:     http.StatusTooManyRequests,
+				RetryAfter: max(st.RetryAfter, time.Nanosecond),
+				Key:        key,
+				Err:        &RateLimitError{Key: key, Wait: st.RetryAfter},
+			})
+			crl.in.finish(r, &s, false)
+			return
+		}
+		if !s.report {
+			next.ServeHTTP(w, r)
+			return
+		}
+		panicked := true
+		defer func() {
+			if panicked {
+				crl.in.finish(r, &s, true)
+			}
+		}()
+		next.ServeHTTP(s.rw, r)
+		panicked = false
+		crl.in.finish(r, &s, false)
+	})
+}
+
 var (
 	_ Snapshotter = (*RouteBreaker)(nil)
+	_ Snapshotter = (*Shedder)(nil)
+	_ Snapshotter = (*ClientRateLimit)(nil)
 )

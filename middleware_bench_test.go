@@ -3,6 +3,7 @@ package breakwater_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -92,4 +93,39 @@ func BenchmarkHandlerTimeout(b *testing.B) {
 		b.Fatal(err)
 	}
 	runServe(b, benchRouter(ht.Middleware), oneClient)
+}
+
+// BenchmarkClientRateLimit is an admitted request: a bucket lookup, a
+// token, and the RateLimit fields set from precomputed values. Parallel
+// goroutines are distinct clients.
+func BenchmarkClientRateLimit(b *testing.B) {
+	rl, err := bw.NewRateLimiters(1e9, 100) // never short of tokens
+	if err != nil {
+		b.Fatal(err)
+	}
+	crl, err := bw.NewClientRateLimit(rl, bw.RemoteAddrKey)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer crl.Close()
+	clients := func(i int) string { return "192.0.2." + strconv.Itoa(i%250+1) + ":4000" }
+	b.Run("chi", func(b *testing.B) { runServe(b, benchRouter(crl.Middleware), clients) })
+	b.Run("bare", func(b *testing.B) {
+		runServe(b, crl.Middleware(http.HandlerFunc(okHandler)), clients)
+	})
+}
+
+// BenchmarkShedder is admit + release of a slot around a trivial handler,
+// bare and on chi.
+func BenchmarkShedder(b *testing.B) {
+	bh, err := bw.NewBulkhead(1 << 20)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sh, err := bw.NewShedder(bh)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("bare", func(b *testing.B) { runServe(b, sh.Middleware(http.HandlerFunc(okHandler)), oneClient) })
+	b.Run("chi", func(b *testing.B) { runServe(b, benchRouter(sh.Middleware), oneClient) })
 }

@@ -127,3 +127,43 @@ func (rw *responseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 
 // Unwrap returns the writer below, for [http.ResponseController].
 func (rw *responseWriter) Unwrap() http.ResponseWriter { return rw.w }
+
+// addHijackHook arranges for fn to run when the connection is hijacked. It
+// reports false when no room is left; the caller then keeps what it holds
+// until the handler returns.
+func (rw *responseWriter) addHijackHook(fn func()) bool {
+	if int(rw.nOnHijack) == len(rw.onHijack) {
+		return false
+	}
+	rw.onHijack[rw.nOnHijack] = fn
+	rw.nOnHijack++
+	return true
+}
+
+// removeHijackHook forgets the most recent hook: its owner is done. Hooks
+// nest like the middleware that add them.
+func (rw *responseWriter) removeHijackHook() {
+	if rw.nOnHijack > 0 {
+		rw.nOnHijack--
+		rw.onHijack[rw.nOnHijack] = nil
+	}
+}
+
+// canHijack reports whether w or a writer below it (through Unwrap) can
+// hijack the connection, so that a middleware wraps only when a hijack
+// could happen.
+func canHijack(w http.ResponseWriter) bool {
+	for range 16 { // a bound against Unwrap cycles
+		switch x := w.(type) {
+		case *responseWriter:
+			return true
+		case http.Hijacker:
+			return true
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return false
+		}
+	}
+	return false
+}
