@@ -24,10 +24,15 @@ import (
 // snapshots for a status page, and Close for the per-client store. Nothing
 // is validated or can fail per request.
 //
+// The recommended order, outermost first, is ClientRateLimit, RouteBreaker,
+// Shedder, HandlerTimeout (see the package documentation).
+//
 // Stacked breakwater middleware share one wrapped ResponseWriter and report
 // one [EventRequest] per request (from the outermost middleware that has an
 // observer); each rejection is also reported as an [EventReject] by the
-// middleware that made it.
+// middleware that made it. A middleware of another library that wraps the
+// ResponseWriter between two of them hides the outer wrapper: the inner one
+// then wraps again and, if it has an observer, reports the request too.
 
 // A MiddlewareOption configures any inbound middleware: it is a
 // [TimeoutOption], a [RouteBreakerOption], a [ShedOption] and a
