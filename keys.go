@@ -169,17 +169,18 @@ func (fk *forwardedKey) key(r *http.Request) string {
 		return remoteKey(r.RemoteAddr)
 	}
 	var (
-		client netip.Addr
-		found  bool
-		bad    bool
+		client     netip.Addr
+		clientHost string
+		found      bool
+		bad        bool
 	)
 	visit := func(entry string) bool { // reports whether to go on left
-		ip, ok := parseForwardedAddr(entry)
+		ip, host, ok := parseForwardedAddr(entry)
 		if !ok {
 			bad = true
 			return false
 		}
-		client, found = ip, true
+		client, clientHost, found = ip, host, true
 		return fk.isTrusted(ip)
 	}
 	if fk.rfc7239 {
@@ -190,6 +191,9 @@ func (fk *forwardedKey) key(r *http.Request) string {
 	}
 	if bad || !found {
 		return remoteKey(r.RemoteAddr)
+	}
+	if client.Is4() {
+		return clientHost // canonical, as ParseAddr accepted it
 	}
 	return ipKey(client)
 }
@@ -299,15 +303,17 @@ func forwardedValue(s string) (val, rest string) {
 }
 
 // parseForwardedAddr reads one list entry: an address, with or without a
-// port, IPv6 with or without brackets.
-func parseForwardedAddr(e string) (netip.Addr, bool) {
+// port, IPv6 with or without brackets. It returns the address and the part
+// of e that spells it.
+func parseForwardedAddr(e string) (netip.Addr, string, bool) {
 	if ip, err := netip.ParseAddr(e); err == nil {
-		return ip, true
+		return ip, e, true
 	}
-	if ip, err := netip.ParseAddr(splitHost(e)); err == nil {
-		return ip, true
+	host := splitHost(e)
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip, host, true
 	}
-	return netip.Addr{}, false
+	return netip.Addr{}, "", false
 }
 
 // HeaderKey returns a [KeyFunc] that keys a request by the first value of

@@ -41,10 +41,20 @@ func TestRemoteAddrKey(t *testing.T) {
 	}
 }
 
-func TestRemoteAddrKeyAllocs(t *testing.T) {
+func TestIPv4KeysDoNotAllocate(t *testing.T) {
 	r := reqFrom("192.0.2.7:5123")
 	if n := testing.AllocsPerRun(100, func() { bw.RemoteAddrKey(r) }); n != 0 {
-		t.Fatalf("RemoteAddrKey allocates %v times for IPv4", n)
+		t.Errorf("RemoteAddrKey allocates %v times for IPv4", n)
+	}
+	xff, _ := bw.ForwardedForKey("X-Forwarded-For", "10.0.0.0/8")
+	fwd, _ := bw.ForwardedForKey("Forwarded", "10.0.0.0/8")
+	rx := reqFrom("10.1.1.1:1", "X-Forwarded-For", "198.51.100.1, 10.2.2.2")
+	rf := reqFrom("10.1.1.1:1", "Forwarded", "for=198.51.100.1, for=10.2.2.2")
+	if n := testing.AllocsPerRun(100, func() { xff(rx) }); n != 0 {
+		t.Errorf("ForwardedForKey(X-Forwarded-For) allocates %v times for IPv4", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { fwd(rf) }); n != 0 {
+		t.Errorf("ForwardedForKey(Forwarded) allocates %v times for IPv4", n)
 	}
 }
 
