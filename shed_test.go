@@ -299,3 +299,35 @@ func TestShedderOptionErrors(t *testing.T) {
 		t.Error("an inverted Retry-After range was accepted")
 	}
 }
+
+// TestShedderAdaptiveLimitLearnsFromTheHandler: handler timeouts are
+// overload signals that shrink an adaptive limit; fast successes grow it.
+func TestShedderAdaptiveLimitLearnsFromTheHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sh, bh := newShedder(t, 8, bw.WithAdaptiveLimit(bw.AIMD{Min: 1, Max: 16, Backoff: 0.5}))
+		ht := newTimeout(t, time.Second)
+		var slow atomic.Bool
+		slow.Store(true)
+		r := chi.NewRouter()
+		r.Use(sh.Middleware, ht.Middleware)
+		r.Get("/", func(w http.ResponseWriter, r *http.Request) {
+			if slow.Load() {
+				<-r.Context().Done()
+			}
+		})
+		for range 40 {
+			serve(r, "GET", "/")
+		}
+		shrunk := bh.Limit()
+		if shrunk >= 8 {
+			t.Fatalf("after 40 handler timeouts the limit is %d, want below 8", shrunk)
+		}
+		slow.Store(false)
+		for range 200 {
+			serve(r, "GET", "/")
+		}
+		if bh.Limit() <= shrunk {
+			t.Fatalf("after 200 fast successes the limit is %d, was %d", bh.Limit(), shrunk)
+		}
+	})
+}
