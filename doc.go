@@ -9,8 +9,10 @@
 // cancellation never counts against the upstream, and a POST is retried only
 // when it provably never reached the server.
 //
-// Inbound, the middleware constructors return func(http.Handler) http.Handler
-// values that mount on chi with r.Use or wrap any net/http handler.
+// Inbound, [ClientRateLimit], [RouteBreaker], [Shedder] and [HandlerTimeout]
+// are middleware whose Middleware method is a func(http.Handler)
+// http.Handler: it mounts on chi with r.Use or r.With and wraps any net/http
+// handler.
 //
 // # Outcome categories
 //
@@ -35,4 +37,17 @@
 // adaptive limit ([AIMD], [Gradient]). A [Transport] runs them for every
 // attempt, after the breaker admits it; each is also usable on its own, as
 // inbound middleware does.
+//
+// # Inbound middleware
+//
+// Mount them outermost first in this order: [ClientRateLimit] turns an
+// abusive client away before it costs anything; [RouteBreaker] fails fast
+// on a route whose handler keeps failing, without taking a slot;
+// [Shedder] bounds the requests in progress, with a short queue; and
+// [HandlerTimeout] bounds each handler, its timeouts counting against the
+// route breaker and an adaptive limit. Rejections are RFC 9457
+// application/problem+json responses with Retry-After (see [WriteProblem]
+// and [WithDenyHandler]). Clients are keyed by [RemoteAddrKey] (IPv6 by
+// /64), [ForwardedForKey] behind trusted proxies, [HeaderKey], or any
+// [KeyFunc]; routes by [RouteKey], the chi route pattern.
 package breakwater

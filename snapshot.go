@@ -11,6 +11,10 @@ type Snapshot struct {
 	Name     string            `json:"name,omitempty"`
 	At       time.Time         `json:"at"`
 	Breakers []BreakerSnapshot `json:"breakers"`
+	// Bulkheads and RateLimiters are set by the components that own them
+	// (a [Shedder], a [ClientRateLimit]).
+	Bulkheads    []BulkheadSnapshot  `json:"bulkheads,omitempty"`
+	RateLimiters []RateLimitSnapshot `json:"rate_limiters,omitempty"`
 }
 
 // A Snapshotter reports its state; [Transport] and the inbound middleware

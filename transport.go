@@ -48,8 +48,10 @@ type Transport struct {
 
 var _ http.RoundTripper = (*Transport)(nil)
 
-// KeyFunc names the upstream a request goes to. Breakers, retry budgets,
-// limits and pause gates are kept per key.
+// KeyFunc names what a request is counted under. Outbound, it is the
+// upstream the request goes to: breakers, retry budgets, limits and pause
+// gates are kept per key. Inbound, it is the client a rate limit counts or
+// the route a route breaker guards (see [RemoteAddrKey] and [RouteKey]).
 type KeyFunc func(*http.Request) string
 
 // HostKey is the default [KeyFunc]: the request URL's host[:port] for https

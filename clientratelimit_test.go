@@ -1,0 +1,261 @@
+package breakwater_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"golang.org/x/time/rate"
+
+	bw "github.com/breakwater-go/breakwater"
+)
+
+func newClientRateLimit(t testing.TB, limit rate.Limit, burst int, key bw.KeyFunc, opts ...bw.ClientRateLimitOption) (*bw.ClientRateLimit, *bw.RateLimiters) {
+	t.Helper()
+	rl, err := bw.NewRateLimiters(limit, burst)
+	if err != nil {
+		t.Fatalf("NewRateLimiters: %v", err)
+	}
+	crl, err := bw.NewClientRateLimit(rl, key, opts...)
+	if err != nil {
+		t.Fatalf("NewClientRateLimit: %v", err)
+	}
+	t.Cleanup(func() { crl.Close() })
+	return crl, rl
+}
+
+// from serves one request from remote (with extra headers) through h.
+func from(h http.Handler, remote string, header ...string) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, reqFrom(remote, header...))
+	return rec
+}
+
+func TestClientRateLimitBurstThen429(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var last bw.Rejection
+		crl, _ := newClientRateLimit(t, 10, 10, bw.RemoteAddrKey, bw.WithDenyHandler(func(w http.ResponseWriter, r *http.Request, rej bw.Rejection) {
+			last = rej
+			bw.WriteProblem(w, r, rej)
+		}))
+		r := chi.NewRouter()
+		r.Use(crl.Middleware)
+		r.Get("/", func(w http.ResponseWriter, r *http.Request) {})
+		for i := 1; i <= 10; i++ {
+			rec := from(r, "192.0.2.1:1000")
+			if rec.Code != 200 {
+				t.Fatalf("request %d: %d", i, rec.Code)
+			}
+			if p := rec.Header().Get("RateLimit-Policy"); p != `"default";q=10;w=1` {
+				t.Fatalf("RateLimit-Policy %q", p)
+			}
+			if got, want := rec.Header().Get("RateLimit"), fmt.Sprintf(`"default";r=%d;t=1`, 10-i); got != want {
+				t.Fatalf("request %d: RateLimit %q, want %q", i, got, want)
+			}
+		}
+		for i := 0; i < 3; i++ {
+			rec := from(r, "192.0.2.1:1000")
+			if rec.Code != 429 || rec.Header().Get("Retry-After") != "1" || rec.Header().Get("RateLimit") != `"default";r=0;t=1` {
+				t.Fatalf("over the burst: %d Retry-After %q RateLimit %q", rec.Code, rec.Header().Get("Retry-After"), rec.Header().Get("RateLimit"))
+			}
+			if p := decodeProblem(t, rec.Header(), rec.Body.String()); p.Status != 429 || p.Title != "Too Many Requests" {
+				t.Fatalf("problem %+v", p)
+			}
+		}
+		// The exact wait the 429 announced (rounded up to 1 s in the
+		// header) is when the next request is admitted. (x/time/rate
+		// admits a request whose wait rounds down to 0 ns, so the boundary
+		// is checked to the microsecond.)
+		if last.RetryAfter != 100*time.Millisecond || last.Key != "192.0.2.1" || last.Mechanism != bw.MechRateLimit {
+			t.Fatalf("rejection %+v", last)
+		}
+		time.Sleep(last.RetryAfter - time.Microsecond)
+		if rec := from(r, "192.0.2.1:1000"); rec.Code != 429 {
+			t.Fatalf("1 µs before the next token: %d", rec.Code)
+		}
+		time.Sleep(time.Microsecond)
+		if rec := from(r, "192.0.2.1:1000"); rec.Code != 200 {
+			t.Fatalf("at the next token: %d", rec.Code)
+		}
+		// A client that waits the whole Retry-After finds its bucket full.
+		time.Sleep(time.Second)
+		for i := 0; i < 10; i++ {
+			if rec := from(r, "192.0.2.1:1000"); rec.Code != 200 {
+				t.Fatalf("after Retry-After, request %d: %d", i, rec.Code)
+			}
+		}
+	})
+}
+
+func TestClientRateLimitRetryAfterRoundsUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		crl, _ := newClientRateLimit(t, 0.25, 2, bw.RemoteAddrKey) // a token every 4 s
+		h := crl.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		from(h, "192.0.2.1:1")
+		if rec := from(h, "192.0.2.1:1"); rec.Header().Get("RateLimit-Policy") != `"default";q=2;w=8` || rec.Header().Get("RateLimit") != `"default";r=0;t=8` {
+			t.Fatalf("policy %q, quota %q", rec.Header().Get("RateLimit-Policy"), rec.Header().Get("RateLimit"))
+		}
+		for _, step := range []struct {
+			sleep      time.Duration
+			status     int
+			retryAfter string
+		}{
+			{0, 429, "4"},
+			{time.Second, 429, "3"},
+			{2500 * time.Millisecond, 429, "1"}, // 0.5 s left
+			{499 * time.Millisecond, 429, "1"},  // 1 ms left: never 0
+			{time.Millisecond, 200, ""},
+		} {
+			time.Sleep(step.sleep)
+			rec := from(h, "192.0.2.1:1")
+			if rec.Code != step.status || rec.Header().Get("Retry-After") != step.retryAfter {
+				t.Fatalf("after %s more: %d Retry-After %q, want %d %q", step.sleep, rec.Code, rec.Header().Get("Retry-After"), step.status, step.retryAfter)
+			}
+		}
+	})
+}
+
+func TestClientRateLimitKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		xff, err := bw.ForwardedForKey("X-Forwarded-For", "10.0.0.0/8")
+		if err != nil {
+			t.Fatal(err)
+		}
+		crl, rl := newClientRateLimit(t, 1, 2, xff)
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /", func(http.ResponseWriter, *http.Request) {})
+		h := crl.Middleware(mux)
+		codes := func(remote string, header ...string) string {
+			var out []string
+			for range 3 {
+				out = append(out, fmt.Sprint(from(h, remote, header...).Code))
+			}
+			return strings.Join(out, " ")
+		}
+		for _, tc := range []struct {
+			name, remote string
+			header       []string
+			want         string
+		}{
+			{"client A", "192.0.2.1:1", nil, "200 200 429"},
+			{"client B is independent", "192.0.2.2:1", nil, "200 200 429"},
+			{"spoofed X-Forwarded-For from an untrusted peer is ignored", "192.0.2.1:2", []string{"X-Forwarded-For", "198.51.100.77"}, "429 429 429"},
+			{"the same header from a trusted proxy is honoured", "10.0.0.1:3", []string{"X-Forwarded-For", "198.51.100.77"}, "200 200 429"},
+			{"another client behind the proxy", "10.0.0.1:4", []string{"X-Forwarded-For", "198.51.100.78"}, "200 200 429"},
+			{"ipv6 client", "[2001:db8:1:2::1]:1", nil, "200 200 429"},
+			{"same /64 shares the bucket", "[2001:db8:1:2:ffff::9]:1", nil, "429 429 429"},
+			{"another /64 does not", "[2001:db8:1:3::1]:1", nil, "200 200 429"},
+		} {
+			if got := codes(tc.remote, tc.header...); got != tc.want {
+				t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+			}
+		}
+		for _, k := range []string{"192.0.2.1", "198.51.100.77", "2001:db8:1:2::/64"} {
+			if _, ok := rl.Lookup(k); !ok {
+				t.Errorf("no bucket for %q", k)
+			}
+		}
+	})
+}
+
+func TestClientRateLimitHeaders(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		crl, _ := newClientRateLimit(t, 2, 5, bw.HeaderKey("X-API-Key"), bw.WithRateLimitPolicyName("per-key"), bw.WithXRateLimitHeaders(true))
+		h := crl.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		rec := from(h, "192.0.2.1:1", "X-API-Key", "k")
+		want := map[string]string{
+			"RateLimit-Policy":      `"per-key";q=5;w=3`,
+			"RateLimit":             `"per-key";r=4;t=1`,
+			"X-RateLimit-Limit":     "5",
+			"X-RateLimit-Remaining": "4",
+			"X-RateLimit-Reset":     fmt.Sprint(time.Now().Add(time.Second).Unix()),
+		}
+		for k, v := range want {
+			if got := rec.Header().Get(k); got != v {
+				t.Errorf("%s: %q, want %q", k, got, v)
+			}
+		}
+		// A long client-chosen key is stored as a short hash.
+		from(h, "192.0.2.1:1", "X-API-Key", strings.Repeat("x", 10_000))
+		for _, s := range crl.Snapshot().RateLimiters {
+			if len(s.Key) > 128 {
+				t.Errorf("stored a key of %d bytes", len(s.Key))
+			}
+		}
+	})
+}
+
+func TestClientRateLimitOptionErrors(t *testing.T) {
+	rl, _ := bw.NewRateLimiters(1, 1)
+	for name, f := range map[string]func() error{
+		"nil registry": func() error { _, err := bw.NewClientRateLimit(nil, bw.RemoteAddrKey); return err },
+		"nil key":      func() error { _, err := bw.NewClientRateLimit(rl, nil); return err },
+		"bad policy": func() error {
+			_, err := bw.NewClientRateLimit(rl, bw.RemoteAddrKey, bw.WithRateLimitPolicyName(`a"b`))
+			return err
+		},
+	} {
+		if f() == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func TestClientRateLimitAllowedRequestDoesNotAllocate(t *testing.T) {
+	crl, _ := newClientRateLimit(t, 1e9, 10, bw.RemoteAddrKey) // never short of tokens
+	h := crl.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	req := reqFrom("192.0.2.1:1000")
+	w := newBenchWriter()
+	h.ServeHTTP(w, req)
+	if n := testing.AllocsPerRun(1000, func() { w.reset(); h.ServeHTTP(w, req) }); n != 0 {
+		t.Errorf("an admitted request allocates %v times", n)
+	}
+}
+
+// TestClientRateLimitMemoryIsBounded sends a million distinct clients
+// through the middleware (a hundred thousand under the race detector,
+// which makes each ten times slower) and checks that the store never
+// holds more than its cap.
+func TestClientRateLimitMemoryIsBounded(t *testing.T) {
+	const maxKeys = 10_000
+	clients := 1_000_000
+	if raceEnabled || testing.Short() {
+		clients = 100_000
+	}
+	rl, err := bw.NewRateLimiters(10, 10, bw.WithRateLimitKeys(maxKeys, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crl, err := bw.NewClientRateLimit(rl, bw.RemoteAddrKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := crl.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	req := reqFrom("")
+	w := newBenchWriter()
+	var peak int
+	for i := range clients {
+		req.RemoteAddr = fmt.Sprintf("10.%d.%d.%d:1", i>>16&255, i>>8&255, i&255)
+		w.reset()
+		h.ServeHTTP(w, req)
+		peak = max(peak, rl.Len())
+	}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	t.Logf("%d clients: %d keys stored at the end, %d at most (cap %d); HeapInuse after GC %.1f MiB",
+		clients, rl.Len(), peak, maxKeys, float64(ms.HeapInuse)/(1<<20))
+	if peak > maxKeys {
+		t.Fatalf("the store grew to %d keys, over its cap of %d", peak, maxKeys)
+	}
+	if ms.HeapInuse > 512<<20 {
+		t.Fatalf("HeapInuse %d MiB", ms.HeapInuse>>20)
+	}
+	runtime.KeepAlive(crl)
+}

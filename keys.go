@@ -1,0 +1,469 @@
+package breakwater
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+
+	"github.com/go-chi/chi/v5"
+)
+
+// Inbound keys. A [KeyFunc] names what an inbound middleware keeps state
+// for: the client a rate limit counts, the route a route breaker guards.
+// Keys are compared as strings; the functions below never return a key
+// that grows with attacker-chosen input except [HeaderKey], whose values
+// the rate limit bounds (see [NewRateLimit]).
+//
+// Constructors that take configuration data ([ForwardedForKey]'s proxy
+// list, typically read from a flag or the environment) return an error;
+// constructors whose argument is a literal in the program ([HeaderKey])
+// panic on a malformed one, like regexp.MustCompile.
+
+// RemoteAddrKey keys a request by its immediate peer, the host part of
+// [http.Request.RemoteAddr]: an IPv4 address as is, an IPv6 address
+// collapsed to its /64 prefix (one subscriber usually holds a whole /64, so
+// per-address keys would let one client use 2^64 keys), an IPv4-mapped IPv6
+// address as the IPv4 address. A RemoteAddr that is not an IP address
+// (a Unix socket, an in-memory pipe) is the key as is. It does not
+// allocate for IPv4 peers.
+//
+// Behind a reverse proxy every request comes from the proxy; use
+// [ForwardedForKey] there.
+func RemoteAddrKey(r *http.Request) string {
+	return remoteKey(r.RemoteAddr)
+}
+
+func remoteKey(remote string) string {
+	host := splitHost(remote)
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return remote
+	}
+	if ip.Is4() {
+		return host // ParseAddr accepts only the canonical IPv4 form
+	}
+	return ipKey(ip)
+}
+
+// splitHost strips a port and IPv6 brackets without allocating.
+func splitHost(hostport string) string {
+	if strings.HasPrefix(hostport, "[") {
+		if i := strings.IndexByte(hostport, ']'); i > 0 {
+			return hostport[1:i]
+		}
+		return hostport
+	}
+	if i := strings.LastIndexByte(hostport, ':'); i >= 0 && strings.IndexByte(hostport, ':') == i {
+		return hostport[:i] // exactly one colon: IPv4 or a name, with a port
+	}
+	return hostport // no port, or a bare IPv6 address
+}
+
+// ipKey renders ip as a key: IPv4 as is, IPv6 as its /64 prefix.
+func ipKey(ip netip.Addr) string {
+	ip = ip.Unmap().WithZone("")
+	if ip.Is4() {
+		return ip.String()
+	}
+	p, _ := ip.Prefix(64)
+	return p.String()
+}
+
+// ForwardedForKey returns a [KeyFunc] that keys a request by its client's
+// address, read from header when, and only when, the immediate peer
+// (RemoteAddr) is a trusted proxy. Addresses are keyed like
+// [RemoteAddrKey] (IPv6 by /64).
+//
+// header is "Forwarded" (RFC 7239: the for= parameters) or a header
+// holding a comma-separated list of addresses in X-Forwarded-For's syntax
+// ("X-Forwarded-For", or a single-address header such as "X-Real-IP");
+// multiple header lines form one list. Name the header your proxies
+// write: a header they pass through untouched is the client's to forge.
+//
+// trustedProxies are CIDR prefixes ("10.0.0.0/8", "2001:db8::/32") or
+// single addresses ("192.0.2.7"); at least one is required, and a
+// malformed one is an error.
+//
+// The list is walked from the right, the entry the nearest proxy appended,
+// skipping entries inside trusted prefixes; the first untrusted address is
+// the client. Entries left of it are the client's own and are never read,
+// so a client cannot choose its key by sending the header itself. When
+// every entry is trusted, the leftmost is the client. When the peer is not
+// trusted, the header is absent, or the entry to use is not an address
+// ("unknown", an obfuscated identifier, garbage), the peer is the key.
+func ForwardedForKey(header string, trustedProxies ...string) (KeyFunc, error) {
+	var errs []error
+	if !validHeaderName(header) {
+		errs = append(errs, fmt.Errorf("breakwater: ForwardedForKey: invalid header name %q", header))
+	}
+	if len(trustedProxies) == 0 {
+		errs = append(errs, errors.New("breakwater: ForwardedForKey needs at least one trusted proxy prefix"))
+	}
+	prefixes := make([]netip.Prefix, 0, len(trustedProxies))
+	for _, s := range trustedProxies {
+		p, err := parseTrusted(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("breakwater: ForwardedForKey: trusted proxy %q: %w", s, err))
+			continue
+		}
+		prefixes = append(prefixes, p)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	fk := &forwardedKey{header: http.CanonicalHeaderKey(header), trusted: prefixes}
+	fk.rfc7239 = fk.header == "Forwarded"
+	return fk.key, nil
+}
+
+func parseTrusted(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	var p netip.Prefix
+	if strings.Contains(s, "/") {
+		var err error
+		if p, err = netip.ParsePrefix(s); err != nil {
+			return p, err
+		}
+	} else {
+		ip, err := netip.ParseAddr(s)
+		if err != nil {
+			return p, err
+		}
+		if ip.Zone() != "" {
+			return p, errors.New("zones are not allowed")
+		}
+		p = netip.PrefixFrom(ip, ip.BitLen())
+	}
+	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96) // addresses are matched unmapped
+	}
+	return p.Masked(), nil
+}
+
+type forwardedKey struct {
+	header  string
+	rfc7239 bool
+	trusted []netip.Prefix
+}
+
+func (fk *forwardedKey) isTrusted(ip netip.Addr) bool {
+	ip = ip.Unmap().WithZone("")
+	for _, p := range fk.trusted {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+func (fk *forwardedKey) key(r *http.Request) string {
+	peer, err := netip.ParseAddr(splitHost(r.RemoteAddr))
+	if err != nil || !fk.isTrusted(peer) {
+		return remoteKey(r.RemoteAddr)
+	}
+	lines := r.Header[fk.header]
+	if len(lines) == 0 {
+		return remoteKey(r.RemoteAddr)
+	}
+	var (
+		client     netip.Addr
+		clientHost string
+		found      bool
+		bad        bool
+	)
+	visit := func(entry string) bool { // reports whether to go on left
+		ip, host, ok := parseForwardedAddr(entry)
+		if !ok {
+			bad = true
+			return false
+		}
+		client, clientHost, found = ip, host, true
+		return fk.isTrusted(ip)
+	}
+	if fk.rfc7239 {
+		var buf [8]string
+		walkRight(forwardedFor(lines, buf[:0]), visit)
+	} else {
+		walkXFF(lines, visit)
+	}
+	if bad || !found {
+		return remoteKey(r.RemoteAddr)
+	}
+	if client.Is4() {
+		return clientHost // canonical, as ParseAddr accepted it
+	}
+	return ipKey(client)
+}
+
+// walkRight calls visit on entries from the last to the first until it
+// returns false.
+func walkRight(entries []string, visit func(string) bool) {
+	for i := len(entries) - 1; i >= 0; i-- {
+		if !visit(entries[i]) {
+			return
+		}
+	}
+}
+
+// walkXFF calls visit on the comma-separated entries of lines, from the
+// last entry of the last line leftwards, until it returns false. Empty
+// entries (",,") are skipped.
+func walkXFF(lines []string, visit func(string) bool) {
+	for l := len(lines) - 1; l >= 0; l-- {
+		s := lines[l]
+		for s != "" {
+			var e string
+			if i := strings.LastIndexByte(s, ','); i >= 0 {
+				e, s = s[i+1:], s[:i]
+			} else {
+				e, s = s, ""
+			}
+			if e = strings.TrimSpace(e); e == "" {
+				continue
+			}
+			if !visit(e) {
+				return
+			}
+		}
+	}
+}
+
+// forwardedFor appends one entry per element of RFC 7239 Forwarded lines
+// to dst, in order: the element's for= value, or "" for an element without
+// one (a proxy that did not disclose its client, which stops the walk).
+// Empty elements are skipped. Quoted strings may hold commas and
+// semicolons.
+func forwardedFor(lines []string, dst []string) []string {
+	for _, s := range lines {
+		var (
+			forVal   string
+			hasFor   bool
+			hasPairs bool
+		)
+		flush := func() {
+			if hasPairs {
+				dst = append(dst, forVal)
+			}
+			forVal, hasFor, hasPairs = "", false, false
+		}
+		for {
+			s = strings.TrimLeft(s, " \t;")
+			if s == "" {
+				break
+			}
+			if s[0] == ',' {
+				flush()
+				s = s[1:]
+				continue
+			}
+			i := strings.IndexAny(s, "=,;")
+			if i < 0 {
+				break
+			}
+			if s[i] != '=' { // a bare token: not a pair
+				s = s[i:]
+				continue
+			}
+			name := strings.TrimSpace(s[:i])
+			var val string
+			val, s = forwardedValue(s[i+1:])
+			hasPairs = true
+			if !hasFor && strings.EqualFold(name, "for") {
+				forVal, hasFor = val, true
+			}
+		}
+		flush()
+	}
+	return dst
+}
+
+// forwardedValue reads a token or a quoted string from the start of s and
+// returns it and the rest.
+func forwardedValue(s string) (val, rest string) {
+	s = strings.TrimLeft(s, " \t")
+	if strings.HasPrefix(s, `"`) {
+		for i := 1; i < len(s); i++ {
+			switch s[i] {
+			case '\\':
+				i++
+			case '"':
+				return strings.ReplaceAll(s[1:i], `\`, ""), s[i+1:]
+			}
+		}
+		return s[1:], "" // unterminated
+	}
+	end := strings.IndexAny(s, ",; \t")
+	if end < 0 {
+		return s, ""
+	}
+	return s[:end], s[end:]
+}
+
+// parseForwardedAddr reads one list entry: an address, with or without a
+// port, IPv6 with or without brackets. It returns the address and the part
+// of e that spells it.
+func parseForwardedAddr(e string) (netip.Addr, string, bool) {
+	if ip, err := netip.ParseAddr(e); err == nil {
+		return ip, e, true
+	}
+	host := splitHost(e)
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip, host, true
+	}
+	return netip.Addr{}, "", false
+}
+
+// HeaderKey returns a [KeyFunc] that keys a request by the first value of
+// the named header (an API key, a tenant ID), or "" when the header is
+// absent. Combine it with [FirstKey] to fall back to the client address.
+// Header values are chosen by the client: use it behind authentication,
+// or accept that a client can spread its requests over many keys.
+//
+// HeaderKey panics if name is not a valid header field name.
+func HeaderKey(name string) KeyFunc {
+	if !validHeaderName(name) {
+		panic(fmt.Sprintf("breakwater: HeaderKey: invalid header name %q", name))
+	}
+	canon := http.CanonicalHeaderKey(name)
+	return func(r *http.Request) string {
+		if v := r.Header[canon]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+}
+
+// RouteKey keys a request by the pattern of the route it matches, never by
+// its raw path, so keys stay as few as the routes.
+//
+// Under chi it is the full chi route pattern ("/api/users/{id}") wherever
+// the middleware is mounted: after routing (r.With, an endpoint) it reads
+// the route context; before routing (r.Use on the root router or on a
+// sub-router) it looks the pattern up in the router's tree without running
+// any handler. A request that matches no route has the key "".
+//
+// Without chi it is [http.Request.Pattern], which [http.ServeMux] sets
+// before calling the handler it matched: wrap the handlers you register on
+// a ServeMux (mux.Handle("GET /x", mw(h))), or wrap the whole mux with
+// [ServeMuxRouteKey].
+func RouteKey(r *http.Request) string {
+	if rctx := chi.RouteContext(r.Context()); rctx != nil {
+		return chiRoute(rctx, r)
+	}
+	return r.Pattern
+}
+
+// chiScratch holds routing contexts for looking patterns up ahead of
+// routing.
+var chiScratch = sync.Pool{New: func() any { return chi.NewRouteContext() }}
+
+func chiRoute(rctx *chi.Context, r *http.Request) string {
+	if n := len(rctx.RoutePatterns); n > 0 && !strings.HasSuffix(rctx.RoutePatterns[n-1], "/*") {
+		return rctx.RoutePattern() // routing is over: an endpoint matched
+	}
+	if rctx.Routes == nil {
+		return ""
+	}
+	path := r.URL.RawPath
+	if path == "" {
+		path = r.URL.Path
+	}
+	if len(rctx.RoutePatterns) == 0 && rctx.RoutePath != "" {
+		path = rctx.RoutePath // set by a middleware ahead of the root router
+	}
+	if path == "" {
+		path = "/"
+	}
+	x := chiScratch.Get().(*chi.Context)
+	x.Reset()
+	p := rctx.Routes.Find(x, r.Method, path)
+	x.Reset()
+	chiScratch.Put(x)
+	return p
+}
+
+// ServeMuxRouteKey returns a [KeyFunc] that keys a request by the pattern
+// mux would route it to ("GET /items/{id}"), for middleware that wraps a
+// whole [http.ServeMux]. A request that matches no pattern has the key "".
+func ServeMuxRouteKey(mux *http.ServeMux) KeyFunc {
+	if mux == nil {
+		panic("breakwater: ServeMuxRouteKey: nil mux")
+	}
+	return func(r *http.Request) string {
+		if r.Pattern != "" {
+			return r.Pattern
+		}
+		_, p := mux.Handler(r)
+		return p
+	}
+}
+
+// keySep joins the parts of a composed key.
+const keySep = "|"
+
+// JoinKeys returns a [KeyFunc] whose key is every fn's key joined by "|":
+// JoinKeys(RouteKey, RemoteAddrKey) limits each client on each route
+// separately. It panics when fns is empty or holds a nil function.
+func JoinKeys(fns ...KeyFunc) KeyFunc {
+	checkKeyFuncs("JoinKeys", fns)
+	fns = append([]KeyFunc(nil), fns...)
+	return func(r *http.Request) string {
+		var b strings.Builder
+		for i, fn := range fns {
+			if i > 0 {
+				b.WriteString(keySep)
+			}
+			b.WriteString(fn(r))
+		}
+		return b.String()
+	}
+}
+
+// FirstKey returns a [KeyFunc] whose key is the first non-empty key among
+// fns, tried in order: FirstKey(HeaderKey("X-API-Key"), RemoteAddrKey)
+// keys authenticated clients by their API key and the rest by address. It
+// panics when fns is empty or holds a nil function.
+func FirstKey(fns ...KeyFunc) KeyFunc {
+	checkKeyFuncs("FirstKey", fns)
+	fns = append([]KeyFunc(nil), fns...)
+	return func(r *http.Request) string {
+		for _, fn := range fns {
+			if k := fn(r); k != "" {
+				return k
+			}
+		}
+		return ""
+	}
+}
+
+func checkKeyFuncs(name string, fns []KeyFunc) {
+	if len(fns) == 0 {
+		panic("breakwater: " + name + " needs at least one KeyFunc")
+	}
+	for _, fn := range fns {
+		if fn == nil {
+			panic("breakwater: " + name + ": nil KeyFunc")
+		}
+	}
+}
+
+// validHeaderName reports whether s is a header field name (an RFC 9110
+// token).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,131 @@
+package breakwater_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	bw "github.com/breakwater-go/breakwater"
+)
+
+// benchWriter is a ResponseWriter that keeps one header map for every
+// request and discards the body, so that a benchmark measures the
+// middleware, not a recorder's allocations. Reset clears the map between
+// requests the way a server starts each response with an empty one.
+type benchWriter struct {
+	h      http.Header
+	status int
+}
+
+func newBenchWriter() *benchWriter { return &benchWriter{h: make(http.Header, 8)} }
+
+func (w *benchWriter) Header() http.Header         { return w.h }
+func (w *benchWriter) WriteHeader(code int)        { w.status = code }
+func (w *benchWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *benchWriter) reset()                      { clear(w.h); w.status = 0 }
+
+var okHandler = func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }
+
+// benchRouter is a chi router with mws on the root and one route.
+func benchRouter(mws ...func(http.Handler) http.Handler) http.Handler {
+	r := chi.NewRouter()
+	r.Use(mws...)
+	r.Get("/items/{id}", okHandler)
+	return r
+}
+
+// runServe drives h serially and in parallel, each goroutine with its own
+// request and writer.
+func runServe(b *testing.B, h http.Handler, remote func(i int) string) {
+	b.Run("serial", func(b *testing.B) {
+		req := httptest.NewRequest(http.MethodGet, "/items/42", nil)
+		req.RemoteAddr = remote(0)
+		w := newBenchWriter()
+		b.ReportAllocs()
+		for b.Loop() {
+			w.reset()
+			h.ServeHTTP(w, req)
+		}
+		if w.status != http.StatusOK {
+			b.Fatalf("status %d", w.status)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		var n atomic.Int32
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			req := httptest.NewRequest(http.MethodGet, "/items/42", nil)
+			req.RemoteAddr = remote(int(n.Add(1)))
+			w := newBenchWriter()
+			for pb.Next() {
+				w.reset()
+				h.ServeHTTP(w, req)
+			}
+		})
+	})
+}
+
+func oneClient(int) string { return "192.0.2.1:4000" }
+
+// BenchmarkChi is the router alone, the baseline for the middleware below.
+func BenchmarkChi(b *testing.B) {
+	runServe(b, benchRouter(), oneClient)
+}
+
+// BenchmarkRouteBreaker is a closed route breaker on every request.
+func BenchmarkRouteBreaker(b *testing.B) {
+	rb, err := bw.NewRouteBreaker(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	runServe(b, benchRouter(rb.Middleware), oneClient)
+}
+
+// BenchmarkHandlerTimeout pays for a context with a deadline per request.
+func BenchmarkHandlerTimeout(b *testing.B) {
+	ht, err := bw.NewHandlerTimeout(time.Minute)
+	if err != nil {
+		b.Fatal(err)
+	}
+	runServe(b, benchRouter(ht.Middleware), oneClient)
+}
+
+// BenchmarkClientRateLimit is an admitted request: a bucket lookup, a
+// token, and the RateLimit fields set from precomputed values. Parallel
+// goroutines are distinct clients.
+func BenchmarkClientRateLimit(b *testing.B) {
+	rl, err := bw.NewRateLimiters(1e9, 100) // never short of tokens
+	if err != nil {
+		b.Fatal(err)
+	}
+	crl, err := bw.NewClientRateLimit(rl, bw.RemoteAddrKey)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer crl.Close()
+	clients := func(i int) string { return "192.0.2." + strconv.Itoa(i%250+1) + ":4000" }
+	b.Run("chi", func(b *testing.B) { runServe(b, benchRouter(crl.Middleware), clients) })
+	b.Run("bare", func(b *testing.B) {
+		runServe(b, crl.Middleware(http.HandlerFunc(okHandler)), clients)
+	})
+}
+
+// BenchmarkShedder is admit + release of a slot around a trivial handler,
+// bare and on chi.
+func BenchmarkShedder(b *testing.B) {
+	bh, err := bw.NewBulkhead(1 << 20)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sh, err := bw.NewShedder(bh)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("bare", func(b *testing.B) { runServe(b, sh.Middleware(http.HandlerFunc(okHandler)), oneClient) })
+	b.Run("chi", func(b *testing.B) { runServe(b, benchRouter(sh.Middleware), oneClient) })
+}
