@@ -1,40 +1,40 @@
 package breakwater
 
 import (
-	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
 // keyedMap is a bounded per-key registry shared by every per-key primitive
-// (breakers, retry budgets, limiters, gates, bulkheads). Lookups are
-// lock-free: each shard publishes an immutable map through an atomic
-// pointer, and writers (new keys, evictions) copy the shard under its lock.
+// (breakers, retry budgets, limiters, gates, bulkheads, log gates). Lookups
+// of existing keys are lock-free and allocation-free (a sync.Map load and
+// an atomic flag); inserting a key is amortised O(1).
 //
-// Bounds: entries not used since the previous sweep are evicted when their
-// evictable function agrees (sweeps run at most once per idleTTL per shard,
-// on insertion); when the map holds max entries a full sweep runs first, and
-// if nothing can be evicted the key gets the shared overflow value.
+// Bounds: every idleTTL at most, an insertion sweeps the map, evicting the
+// entries that were not used since the previous sweep and that their
+// evictable function lets go (a closed breaker, a full bucket, an idle
+// bulkhead). When the map holds max entries, an insertion may force a sweep
+// (at most one every fullSweepEvery, so that a flood of new keys costs no
+// more than that); if the map is still full, the key gets the shared
+// overflow value, which is never evicted.
 type keyedMap[V any] struct {
-	seed      maphash.Seed
-	shards    [keyedShards]keyedShard[V]
+	m         sync.Map // string → *keyedEntry[V]
 	count     atomic.Int64
-	max       int
+	max       int64
 	idleTTL   int64
 	start     time.Time
 	make      func(key string) V
 	evictable func(V) bool
 	overflow  V
+
+	sweeping      sync.Mutex
+	lastSweep     atomic.Int64
+	lastFullSweep atomic.Int64
 }
 
-const keyedShards = 64
-
-type keyedShard[V any] struct {
-	m         atomic.Pointer[map[string]*keyedEntry[V]]
-	mu        sync.Mutex
-	lastSweep int64
-}
+// fullSweepEvery bounds how often a full map forces a sweep.
+const fullSweepEvery = int64(100 * time.Millisecond)
 
 type keyedEntry[V any] struct {
 	v    V
@@ -42,24 +42,18 @@ type keyedEntry[V any] struct {
 }
 
 func newKeyedMap[V any](max int, idleTTL time.Duration, make func(string) V, evictable func(V) bool) *keyedMap[V] {
-	km := &keyedMap[V]{seed: maphash.MakeSeed(), max: max, idleTTL: int64(idleTTL), start: time.Now(), make: make, evictable: evictable}
-	for i := range km.shards {
-		m := map[string]*keyedEntry[V]{}
-		km.shards[i].m.Store(&m)
-	}
+	km := &keyedMap[V]{max: int64(max), idleTTL: int64(idleTTL), start: time.Now(), make: make, evictable: evictable}
 	km.overflow = make("~overflow")
+	km.lastFullSweep.Store(-fullSweepEvery)
 	return km
 }
 
 func (km *keyedMap[V]) now() int64 { return int64(time.Since(km.start)) }
 
-func (km *keyedMap[V]) shard(key string) *keyedShard[V] {
-	return &km.shards[maphash.String(km.seed, key)%keyedShards]
-}
-
 // get returns key's value, creating it if needed.
 func (km *keyedMap[V]) get(key string) V {
-	if e, ok := (*km.shard(key).m.Load())[key]; ok {
+	if e, ok := km.m.Load(key); ok {
+		e := e.(*keyedEntry[V])
 		if !e.used.Load() {
 			e.used.Store(true)
 		}
@@ -70,74 +64,50 @@ func (km *keyedMap[V]) get(key string) V {
 
 // lookup returns key's value without creating it.
 func (km *keyedMap[V]) lookup(key string) (V, bool) {
-	e, ok := (*km.shard(key).m.Load())[key]
-	if !ok {
-		var zero V
-		return zero, false
+	if e, ok := km.m.Load(key); ok {
+		return e.(*keyedEntry[V]).v, true
 	}
-	return e.v, true
+	var zero V
+	return zero, false
 }
 
 func (km *keyedMap[V]) insert(key string) V {
-	sh := km.shard(key)
-	sh.mu.Lock()
-	if e, ok := (*sh.m.Load())[key]; ok {
-		sh.mu.Unlock()
-		return e.v
+	now := km.now()
+	if now-km.lastSweep.Load() > km.idleTTL {
+		km.sweep(now)
 	}
-	if now := km.now(); now-sh.lastSweep > km.idleTTL {
-		km.sweepLocked(sh, now)
-	}
-	full := km.count.Load() >= int64(km.max)
-	sh.mu.Unlock()
-	if full {
-		km.sweepAll()
-		if km.count.Load() >= int64(km.max) {
+	if km.count.Load() >= km.max {
+		if last := km.lastFullSweep.Load(); now-last >= fullSweepEvery && km.lastFullSweep.CompareAndSwap(last, now) {
+			km.sweep(now)
+		}
+		if km.count.Load() >= km.max {
 			return km.overflow
 		}
 	}
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	old := *sh.m.Load()
-	if e, ok := old[key]; ok {
-		return e.v
-	}
-	next := make(map[string]*keyedEntry[V], len(old)+1)
-	for k, v := range old {
-		next[k] = v
-	}
 	e := &keyedEntry[V]{v: km.make(key)}
 	e.used.Store(true)
-	next[key] = e
-	sh.m.Store(&next)
+	if actual, loaded := km.m.LoadOrStore(key, e); loaded {
+		return actual.(*keyedEntry[V]).v
+	}
 	km.count.Add(1)
 	return e.v
 }
 
-// sweepLocked evicts the shard's evictable entries unused since the
-// previous sweep and marks the rest unused. sh.mu must be held.
-func (km *keyedMap[V]) sweepLocked(sh *keyedShard[V], now int64) {
-	sh.lastSweep = now
-	old := *sh.m.Load()
-	next := make(map[string]*keyedEntry[V], len(old))
-	for k, e := range old {
-		if !e.used.Swap(false) && km.evictable(e.v) {
+// sweep evicts the evictable entries unused since the previous sweep and
+// marks the others unused. Concurrent sweeps collapse into one.
+func (km *keyedMap[V]) sweep(now int64) {
+	if !km.sweeping.TryLock() {
+		return
+	}
+	defer km.sweeping.Unlock()
+	km.lastSweep.Store(now)
+	km.m.Range(func(k, v any) bool {
+		e := v.(*keyedEntry[V])
+		if !e.used.Swap(false) && km.evictable(e.v) && km.m.CompareAndDelete(k, e) {
 			km.count.Add(-1)
-			continue
 		}
-		next[k] = e
-	}
-	sh.m.Store(&next)
-}
-
-func (km *keyedMap[V]) sweepAll() {
-	now := km.now()
-	for i := range km.shards {
-		sh := &km.shards[i]
-		sh.mu.Lock()
-		km.sweepLocked(sh, now)
-		sh.mu.Unlock()
-	}
+		return true
+	})
 }
 
 // len reports the number of entries, the overflow value excluded.
@@ -145,9 +115,8 @@ func (km *keyedMap[V]) len() int { return int(km.count.Load()) }
 
 // each calls fn for every entry.
 func (km *keyedMap[V]) each(fn func(key string, v V)) {
-	for i := range km.shards {
-		for k, e := range *km.shards[i].m.Load() {
-			fn(k, e.v)
-		}
-	}
+	km.m.Range(func(k, v any) bool {
+		fn(k.(string), v.(*keyedEntry[V]).v)
+		return true
+	})
 }
