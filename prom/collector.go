@@ -28,7 +28,7 @@ func DefaultDurationBuckets() []float64 {
 	return []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
 }
 
-// Metric names, as exported.
+// Metric names, as exported; the package documentation lists their labels.
 const (
 	MetricCalls                  = "breakwater_calls_total"
 	MetricAttempts               = "breakwater_attempts_total"
@@ -63,9 +63,10 @@ type options struct {
 // WithKeyLabel maps each key (what the transport's KeyFunc returned: the
 // host[:port] by default) to its label value, for example a service name,
 // before the key cap applies. nil (the default) uses the key itself. fn must
-// be safe for concurrent use; it runs when the collector meets a key it does
-// not remember (see the package documentation). An empty result becomes
-// [NoneLabel] and a panic [OtherLabel].
+// be safe for concurrent use; it runs outside the collector's locks, on the
+// goroutine of an event whose key the collector does not remember (see the
+// package documentation). An empty result becomes [NoneLabel] and a panic
+// [OtherLabel].
 func WithKeyLabel(fn func(key string) string) Option {
 	return optionFunc(func(o *options) { o.keyLabel = fn })
 }
@@ -191,7 +192,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Collector, error) {
 		callDur:     desc(MetricCallDuration, "Duration of outbound calls until their response headers or error, retries and waits included.", "key", "category"),
 		attemptDur:  desc(MetricAttemptDuration, "Duration of outbound attempts until their response headers or error.", "key", "category"),
 		wait:        desc(MetricWait, "Time calls waited for a mechanism (rate limit, pause, concurrency slot).", "key", "mechanism"),
-		inFlight:    desc(MetricInFlight, "Outbound calls started and not yet ended.", "key"),
+		inFlight:    desc(MetricInFlight, "Outbound calls started and not yet ended (inside RoundTrip).", "key"),
 		state:       desc(MetricBreakerState, "Circuit breaker state: 0 closed, 1 half-open, 2 open.", "key"),
 		openSeconds: desc(MetricBreakerOpenSeconds, "Seconds since the circuit breaker last left the closed state; 0 while closed.", "key"),
 		transitions: desc(MetricBreakerTransitions, "Circuit breaker state changes.", "key", "from", "to", "reason"),

@@ -18,27 +18,29 @@
 //
 // Outbound, from a Transport's events:
 //
-//	breakwater_calls_total{key,category}                    counter    calls that ended, by outcome category
-//	breakwater_attempts_total{key,category}                 counter    attempts that reached the base transport
-//	breakwater_retries_total{key,category}                  counter    retries decided, by the failed attempt's category
-//	breakwater_retry_budget_exhausted_total{key}            counter    retries refused by the retry budget
-//	breakwater_rejections_total{key,mechanism}              counter    work refused by a mechanism (breaker, rate_limit, …)
-//	breakwater_wait_seconds{key,mechanism}                  histogram  time spent waiting for a mechanism
-//	breakwater_attempt_duration_seconds{key,category}       histogram  attempt duration, to response headers or error
-//	breakwater_call_duration_seconds{key,category}          histogram  call duration, retries and waits included
-//	breakwater_in_flight{key}                               gauge      calls between their start and end events
-//	breakwater_breaker_state{key}                           gauge      0 closed, 1 half-open, 2 open
-//	breakwater_breaker_open_seconds{key}                    gauge      seconds since the breaker last left closed; 0 when closed
-//	breakwater_breaker_transitions_total{key,from,to,reason} counter   breaker state changes
+//	breakwater_calls_total{key,category}                      counter    calls that ended, by outcome category
+//	breakwater_attempts_total{key,category}                   counter    attempts that reached the base transport
+//	breakwater_retries_total{key,category}                    counter    retries decided, by the failed attempt's category
+//	breakwater_retry_budget_exhausted_total{key}              counter    retries refused by the retry budget
+//	breakwater_rejections_total{key,mechanism}                counter    work refused by a mechanism (breaker, rate_limit, …)
+//	breakwater_wait_seconds{key,mechanism}                    histogram  time spent waiting for a mechanism
+//	breakwater_attempt_duration_seconds{key,category}         histogram  attempt duration, to response headers or error
+//	breakwater_call_duration_seconds{key,category}            histogram  call duration, retries and waits included
+//	breakwater_in_flight{key}                                 gauge      calls inside RoundTrip (started, not yet ended)
+//	breakwater_breaker_state{key}                             gauge      0 closed, 1 half-open, 2 open
+//	breakwater_breaker_open_seconds{key}                      gauge      seconds since the breaker last left closed; 0 when closed
+//	breakwater_breaker_transitions_total{key,from,to,reason}  counter    breaker state changes
 //
-// Inbound, from the middleware's request events:
+// Inbound, from the middleware's request events (Route is the chi route
+// pattern):
 //
-//	breakwater_inbound_requests_total{route,method,status_class,category} counter
+//	breakwater_inbound_requests_total{route,method,status_class,category}  counter
 //	breakwater_inbound_request_duration_seconds{route}                     histogram
 //
 // The series of a key appear with its first event; a (key, category) or
-// (key, mechanism) series appears with its first observation. The state,
-// open-seconds and in-flight gauges exist for every key seen.
+// (key, mechanism) series appears with its first observation. The retry
+// budget, in-flight, state and open-seconds series exist for every key
+// seen, so that they read 0 rather than nothing.
 //
 // # Labels and their bounds
 //

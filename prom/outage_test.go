@@ -145,7 +145,7 @@ breakwater_breaker_transitions_total{from="open",key="http://upstream.test",reas
 breakwater_calls_total{category="rejected",key="http://upstream.test"} 1
 breakwater_calls_total{category="server_error",key="http://upstream.test"} 2
 breakwater_calls_total{category="success",key="http://upstream.test"} 1
-# HELP breakwater_in_flight Outbound calls started and not yet ended.
+# HELP breakwater_in_flight Outbound calls started and not yet ended (inside RoundTrip).
 # TYPE breakwater_in_flight gauge
 breakwater_in_flight{key="http://upstream.test"} 0
 # HELP breakwater_rejections_total Work refused by a breakwater mechanism.
