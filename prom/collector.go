@@ -309,9 +309,11 @@ func (c *Collector) newRouteSeries(label string) *routeSeries {
 	return rs
 }
 
-// Observe records e. It implements [breakwater.Observer]: safe for concurrent use,
-// it never blocks on other observations, never retains ctx, and ignores
-// event kinds it does not know.
+// Observe records e. It implements [breakwater.Observer]: it is safe for
+// concurrent use, never retains ctx, and ignores event kinds it does not
+// know. It takes a lock only for the first event of a key or route it does
+// not remember and for breaker transitions, and never calls out while
+// holding one.
 func (c *Collector) Observe(_ context.Context, e breakwater.Event) {
 	if c == nil {
 		return
