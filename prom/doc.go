@@ -116,6 +116,6 @@
 // number, as are the retry-budget counter and the retry_budget rejections,
 // so they always agree. Histogram sums are kept in whole nanoseconds.
 //
-// With the default buckets, a key label holds about 3.5 KiB of counters and
-// a route label about 6 KiB, whatever the traffic; the caps bound the total.
+// With the default buckets, each key or route label holds about 6 KiB of
+// counters, whatever the traffic; the caps bound the total.
 package prom
