@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"time"
 
 	bw "github.com/breakwater-go/breakwater"
 	"github.com/breakwater-go/breakwater/prom"
@@ -109,4 +110,54 @@ func BenchmarkObserveSerial(b *testing.B) {
 			c.Observe(ctx, e)
 		}
 	}
+}
+
+// BenchmarkCollectorOverhead measures what the collector adds per call on
+// a busy or shared machine: it alternates batches of calls through three
+// transports over the in-memory base (no observer, a no-op observer, the
+// collector), timing each batch, so that all three see the same load. It
+// reports the time per call of each and the differences: noop-none is the
+// transport's own cost of reporting events, collector-none the whole cost
+// of attaching the collector. BenchmarkTransport reports the allocations.
+func BenchmarkCollectorOverhead(b *testing.B) {
+	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/v1/items", nil)
+	c, err := prom.New(prometheus.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	names := []string{"none", "noop", "collector"}
+	var trs []http.RoundTripper
+	for _, obs := range []bw.Observer{nil, bw.ObserverFunc(func(context.Context, bw.Event) {}), c} {
+		tr, err := bw.NewTransport(bw.WithBase(cannedOK{}), bw.WithObserver(obs))
+		if err != nil {
+			b.Fatal(err)
+		}
+		trs = append(trs, tr)
+	}
+	const batch = 32
+	var spent [3]time.Duration
+	calls, round := 0, 0
+	for b.Loop() {
+		for k := range trs {
+			k = (k + round) % len(trs) // rotate the order between rounds
+			start := time.Now()
+			for range batch {
+				resp, err := trs[k].RoundTrip(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				resp.Body.Close()
+			}
+			spent[k] += time.Since(start)
+		}
+		calls += batch
+		round++
+	}
+	perCall := func(k int) float64 { return float64(spent[k].Nanoseconds()) / float64(calls) }
+	for k, name := range names {
+		b.ReportMetric(perCall(k), "ns/call-"+name)
+	}
+	b.ReportMetric(perCall(1)-perCall(0), "ns/call-noop-none")
+	b.ReportMetric(perCall(2)-perCall(0), "ns/call-collector-none")
+	b.ReportMetric(perCall(2)-perCall(1), "ns/call-collector-noop")
 }
