@@ -434,3 +434,28 @@ func TestConcurrentObserveAndCollect(t *testing.T) {
 		t.Fatalf("%d route labels with a cap of 4", n)
 	}
 }
+
+// TestCountsBesidePanickingObserver attaches the collector next to an
+// observer that panics on every event: calls go through and the collector
+// still sees every event.
+func TestCountsBesidePanickingObserver(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	c, err := prom.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	boom := bw.ObserverFunc(func(context.Context, bw.Event) { panic("observer bug") })
+	tr := newTransport(t, cannedOK{}, bw.WithObserver(boom), bw.WithObserver(c), bw.WithObserver(boom))
+	for range 5 {
+		if status, err := call(context.Background(), tr, "https://api.example.com/"); status != 200 || err != nil {
+			t.Fatalf("call: %d %v", status, err)
+		}
+	}
+	got := gather(t, reg)
+	if v := got[`breakwater_calls_total{category="success",key="api.example.com"}`]; v != 5 {
+		t.Fatalf("calls %v, want 5", v)
+	}
+	if v := got[`breakwater_in_flight{key="api.example.com"}`]; v != 0 {
+		t.Fatalf("in flight %v, want 0", v)
+	}
+}
