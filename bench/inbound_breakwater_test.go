@@ -1,5 +1,3 @@
-//go:build middleware
-
 package bench_test
 
 import (

@@ -22,8 +22,7 @@ const inboundClients = 256
 const perClientRate = 1_000_000
 
 // breakwaterInbound are breakwater's rows, added by
-// inbound_breakwater_test.go (build tag middleware, for the inbound
-// middleware of the middleware branch).
+// inbound_breakwater_test.go.
 var breakwaterInbound []lib
 
 // recorder is a reusable ResponseWriter: a response recorder that a

@@ -1,5 +1,3 @@
-//go:build limits
-
 package bench_test
 
 import (

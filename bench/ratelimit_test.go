@@ -13,8 +13,7 @@ import (
 const admitRate = 1e9
 
 // breakwaterAdmission are breakwater's rows, added by
-// ratelimit_breakwater_test.go (build tag limits, for the rate limiter of
-// the limits branch).
+// ratelimit_breakwater_test.go.
 var breakwaterAdmission []lib
 
 // admit is the work of one admission: allow must grant a token.

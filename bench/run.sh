@@ -12,8 +12,6 @@
 #   CPUS        -cpu list for the parallel runs (default 1,2); serial runs use -cpu 1
 #   BENCH       -bench regexp of the groups to run (default . for all)
 #   QUALITY     0 skips the resilience-quality harness (default 1)
-#   BENCH_TAGS  build tags; default "auto": middleware and limits, each when its
-#               files (breakwater's inbound middleware and rate limiter rows) build
 #   BENCHSTAT   benchstat to run with go run (default golang.org/x/perf/cmd/benchstat@latest)
 #
 # On a 2-core machine the defaults take about 6 minutes.
@@ -25,7 +23,6 @@ BENCHTIME=${BENCHTIME:-200ms}
 CPUS=${CPUS:-1,2}
 BENCH=${BENCH:-.}
 QUALITY=${QUALITY:-1}
-BENCH_TAGS=${BENCH_TAGS:-auto}
 BENCHSTAT=${BENCHSTAT:-golang.org/x/perf/cmd/benchstat@latest}
 
 if [ "$COUNT" -lt 6 ]; then
@@ -35,19 +32,6 @@ fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-
-tags=$BENCH_TAGS
-if [ "$tags" = auto ]; then
-  tags=""
-  for t in middleware limits; do
-    grep -qs "^//go:build $t\$" ./*_test.go || continue
-    if go vet -tags "$t" . >/dev/null 2>&1; then
-      tags="${tags:+$tags,}$t"
-    else
-      echo "run.sh: the files with build tag $t do not build against this breakwater yet; their rows are left out" >&2
-    fi
-  done
-fi
 
 {
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -59,7 +43,6 @@ fi
   echo "benchtime: $BENCHTIME"
   echo "rounds: $COUNT"
   echo "cpus: $CPUS"
-  echo "tags: ${tags:-none}"
   go list -m -f 'module: {{.Path}} {{.Version}}' \
     github.com/sony/gobreaker/v2 \
     github.com/failsafe-go/failsafe-go \
@@ -72,8 +55,8 @@ fi
     golang.org/x/time
 } >"$work/env.txt"
 
-echo "== building the suite (tags: ${tags:-none})" >&2
-go test -c -o "$work/bench.test" ${tags:+-tags "$tags"} .
+echo "== building the suite" >&2
+go test -c -o "$work/bench.test" .
 
 start=$SECONDS
 for round in $(seq "$COUNT"); do

@@ -13,26 +13,23 @@ type group struct {
 	name, title, about string
 	// base is the row the others' overhead is measured from, if any.
 	base string
-	// tag is the build tag of the file that adds breakwater's row, when
-	// that row depends on code still to land.
-	tag string
 }
 
 var groups = []group{
 	{"BreakerClosed", "Breaker closed: admit a call and record its success",
-		"One breaker, no registry lookup. gobreaker: `Execute`; gobreaker-twostep: `TwoStepCircuitBreaker.Allow` then `done(nil)`; failsafe-go: `TryAcquirePermit` + `RecordSuccess`; failsafe-go-executor: `failsafe.With(cb).Get`; hystrix-go: `hystrix.Do`; go-resiliency: `Breaker.Run`.", "", ""},
+		"One breaker, no registry lookup. gobreaker: `Execute`; gobreaker-twostep: `TwoStepCircuitBreaker.Allow` then `done(nil)`; failsafe-go: `TryAcquirePermit` + `RecordSuccess`; failsafe-go-executor: `failsafe.With(cb).Get`; hystrix-go: `hystrix.Do`; go-resiliency: `Breaker.Run`.", ""},
 	{"BreakerOpen", "Breaker open: reject a call",
-		"The same breakers, forced or tripped open for an hour.", "", ""},
+		"The same breakers, forced or tripped open for an hour.", ""},
 	{"Retry", "Retry wrapper, first attempt succeeds",
-		"Over an in-memory transport answering 200. breakwater: `NewTransport` with the breaker and both timeouts off; breakwater-stage: `RetryStage` (the stage `Chain` composes); failsafehttp: `NewRoundTripper` with `NewRetryPolicyBuilder`; go-retryablehttp: its `RoundTripper`, nil logger; cenkalti-backoff and go-resiliency retry a function making the same `RoundTrip`.", "", ""},
+		"Over an in-memory transport answering 200. breakwater: `NewTransport` with the breaker and both timeouts off; breakwater-stage: `RetryStage` (the stage `Chain` composes); failsafehttp: `NewRoundTripper` with `NewRetryPolicyBuilder`; go-retryablehttp: its `RoundTripper`, nil logger; cenkalti-backoff and go-resiliency retry a function making the same `RoundTrip`.", ""},
 	{"Transport", "Whole outbound stack, in-memory base answering a canned 200",
-		"bare: the base alone. breakwater: `NewTransport` defaults (call timeout, retry, breaker, attempt timeout). breakwater-notimeouts: retry and breaker only, like failsafehttp. failsafehttp: retry policy and breaker. failsafehttp-timeouts: timeout, retry, breaker, timeout, like breakwater's default. go-retryablehttp: nil logger, no breaker. gobreaker: a breaker around `RoundTrip`. *Overhead* is the stack's ns/op minus bare's.", "bare", ""},
+		"bare: the base alone. breakwater: `NewTransport` defaults (call timeout, retry, breaker, attempt timeout). breakwater-notimeouts: retry and breaker only, like failsafehttp. failsafehttp: retry policy and breaker. failsafehttp-timeouts: timeout, retry, breaker, timeout, like breakwater's default. go-retryablehttp: nil logger, no breaker. gobreaker: a breaker around `RoundTrip`. *Overhead* is the stack's ns/op minus bare's.", "bare"},
 	{"TransportLoopback", "Whole outbound stack over a loopback httptest server",
-		"The same stacks, each over its own clone of `http.DefaultTransport`, to a server answering 200 \"ok\": the network dominates, the stacks' cost is the difference to bare, and an overhead smaller than the spread is noise.", "bare", ""},
+		"The same stacks, each over its own clone of `http.DefaultTransport`, to a server answering 200 \"ok\": the network dominates, the stacks' cost is the difference to bare, and an overhead smaller than the spread is noise.", "bare"},
 	{"Inbound", "Inbound: chi router with a per-client rate limiter",
-		"`ServeHTTP` straight into a reusable recorder, requests cycling through 256 client addresses, limits high enough never to reject. chi: the router alone; httprate: `LimitByIP`. *Overhead* is the ns/op minus chi's.", "chi", "middleware"},
+		"`ServeHTTP` straight into a reusable recorder, requests cycling through 256 client addresses, limits high enough never to reject. chi: the router alone; httprate: `LimitByIP`. *Overhead* is the ns/op minus chi's.", "chi"},
 	{"RateAdmission", "Rate admission: one token from a limiter with plenty",
-		"x-time-rate: `rate.Limiter.Allow`; failsafe-go: smooth `RateLimiter.TryAcquirePermit`.", "", "limits"},
+		"x-time-rate: `rate.Limiter.Allow`; failsafe-go: smooth `RateLimiter.TryAcquirePermit`.", ""},
 }
 
 func write(w io.Writer, r results, q quality.Report, env [][2]string, stat string) {
@@ -44,8 +41,8 @@ func write(w io.Writer, r results, q quality.Report, env [][2]string, stat strin
 	fmt.Fprintf(w, "- machine: %s CPUs (`nproc`), %s, %s\n", lookup(env, "nproc"), lookup(env, "cpu"), lookup(env, "os"))
 	fmt.Fprintf(w, "- Go: `%s`\n", lookup(env, "go"))
 	fmt.Fprintf(w, "- load average (1, 5, 15 min) at the start: %s; at the end: %s\n", lookup(env, "load start"), lookup(env, "load end"))
-	fmt.Fprintf(w, "- benchmarks: `-benchtime %s`, %s rounds of the whole suite (`-count 1` each, so noise spreads over every library alike), serial runs at `-cpu 1`, parallel (`b.RunParallel`) at `-cpu %s`; build tags: %s\n",
-		lookup(env, "benchtime"), lookup(env, "rounds"), lookup(env, "cpus"), lookup(env, "tags"))
+	fmt.Fprintf(w, "- benchmarks: `-benchtime %s`, %s rounds of the whole suite (`-count 1` each, so noise spreads over every library alike), serial runs at `-cpu 1`, parallel (`b.RunParallel`) at `-cpu %s`\n",
+		lookup(env, "benchtime"), lookup(env, "rounds"), lookup(env, "cpus"))
 	if note := lookup(env, "note"); note != "?" {
 		fmt.Fprintf(w, "- %s\n", note)
 	}
@@ -87,9 +84,6 @@ func writeGroup(w io.Writer, r results, g group) {
 		return
 	}
 	fmt.Fprintf(w, "### %s\n\n%s\n\n", g.title, g.about)
-	if !contains(libs, "breakwater") && g.tag != "" {
-		fmt.Fprintf(w, "No breakwater row in this run: it comes from the files with build tag `%s`, which `run.sh` includes as soon as they build.\n\n", g.tag)
-	}
 	fmt.Fprint(w, "| run | library | ns/op | B/op | allocs/op | vs breakwater |")
 	if g.base != "" {
 		fmt.Fprint(w, " overhead ns/op | overhead vs breakwater's |")
