@@ -52,14 +52,19 @@ type Reason string
 
 // Transition reasons.
 const (
-	ReasonFailures       Reason = "failures"         // closed → open: the policy's threshold was reached
-	ReasonProbeFailed    Reason = "probe_failed"     // half-open → open
-	ReasonOpenElapsed    Reason = "open_elapsed"     // open → half-open
-	ReasonProbesSucceded Reason = "probes_succeeded" // half-open → closed
-	ReasonTrip           Reason = "trip"             // forced open with Trip
-	ReasonReset          Reason = "reset"            // forced closed with Reset
-	ReasonRecovery       Reason = "recovery_signal"  // RecordSuccess while open or half-open
+	ReasonFailures        Reason = "failures"         // closed → open: the policy's threshold was reached
+	ReasonProbeFailed     Reason = "probe_failed"     // half-open → open
+	ReasonOpenElapsed     Reason = "open_elapsed"     // open → half-open
+	ReasonProbesSucceeded Reason = "probes_succeeded" // half-open → closed
+	ReasonTrip            Reason = "trip"             // forced open with Trip
+	ReasonReset           Reason = "reset"            // forced closed with Reset
+	ReasonRecovery        Reason = "recovery_signal"  // RecordSuccess while open or half-open
 )
+
+// Reasons returns every transition reason, for metric label sets.
+func Reasons() []Reason {
+	return []Reason{ReasonFailures, ReasonProbeFailed, ReasonOpenElapsed, ReasonProbesSucceeded, ReasonTrip, ReasonReset, ReasonRecovery}
+}
 
 // Transition describes one state change of one breaker. Listeners receive
 // transitions in the order they happened, after the breaker's lock is
@@ -191,6 +196,17 @@ func OnTransition(fn func(Transition)) BreakerOption {
 	return breakerOptionFunc(func(c *breakerConfig) {
 		if fn != nil {
 			c.listeners = append(c.listeners, fn)
+		}
+	})
+}
+
+// WithBreakerObserver reports the registry's transitions to o as
+// [EventTransition] events (with context.Background). A [Transport] that
+// owns its registry does this for its own observers already.
+func WithBreakerObserver(o Observer) BreakerOption {
+	return breakerOptionFunc(func(c *breakerConfig) {
+		if o != nil {
+			c.listeners = append(c.listeners, transitionReporter(o))
 		}
 	})
 }
@@ -711,7 +727,7 @@ func (b *Breaker) succeed(gen uint64, oob bool) {
 	case StateHalfOpen:
 		b.probeOK++
 		if b.probeOK >= b.needOK {
-			reason := ReasonProbesSucceded
+			reason := ReasonProbesSucceeded
 			if oob {
 				reason = ReasonRecovery
 			}

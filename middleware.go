@@ -168,11 +168,12 @@ func (in *inbound) reject(w http.ResponseWriter, r *http.Request, rej Rejection)
 		setRetryAfter(w.Header(), rej.RetryAfter)
 	}
 	if in.obs != nil {
+		route := RouteKey(r)
 		notify(in.obs, r.Context(), Event{
 			Kind:      EventReject,
-			Key:       rej.Key,
+			Key:       route, // bounded: never a client's address
 			Method:    r.Method,
-			Route:     RouteKey(r),
+			Route:     route,
 			Status:    rej.Status,
 			Mechanism: rej.Mechanism,
 			Err:       rej.Err,

@@ -58,8 +58,15 @@ const (
 	MechRouteBreaker Mechanism = "route_breaker"
 )
 
+// Mechanisms returns every mechanism, for metric label sets.
+func Mechanisms() []Mechanism {
+	return []Mechanism{MechBreaker, MechRateLimit, MechPause, MechConcurrency, MechRetryBudget, MechShed, MechTimeout, MechRouteBreaker}
+}
+
 // Event is one observation. Which fields are set depends on Kind (see the
-// kinds' documentation); Key is always set for outbound events.
+// kinds' documentation). Key is the upstream's key for outbound events and
+// the route pattern for inbound ones, never a client's address, so that it
+// can serve as a (capped) metric label.
 type Event struct {
 	Kind      EventKind
 	Key       string
@@ -73,8 +80,8 @@ type Event struct {
 	Delay     time.Duration
 	Mechanism Mechanism
 	Err       error
-	// Transition is set for EventTransition.
-	Transition Transition
+	// Transition is set for EventTransition, nil otherwise.
+	Transition *Transition
 }
 
 // An Observer receives events. Observe is called synchronously on the
@@ -128,6 +135,13 @@ func notify(o Observer, ctx context.Context, e Event) {
 	o.Observe(ctx, e)
 }
 
+// transitionReporter returns a transition listener that reports to o.
+func transitionReporter(o Observer) func(Transition) {
+	return func(tr Transition) {
+		notify(o, context.Background(), Event{Kind: EventTransition, Key: tr.Key, Transition: &tr})
+	}
+}
+
 // LogObserver returns an [Observer] that logs to l: breaker transitions at
 // Warn, rejections at Info (at most one per key and mechanism per
 // interval, default 10 s, with the number suppressed), retries at Debug.
@@ -160,6 +174,9 @@ type logGate struct {
 func (lo *logObserver) Observe(ctx context.Context, e Event) {
 	switch e.Kind {
 	case EventTransition:
+		if e.Transition == nil {
+			return
+		}
 		t := e.Transition
 		attrs := []slog.Attr{slog.String("key", t.Key), slog.String("from", t.From.String()), slog.String("to", t.To.String()), slog.String("reason", string(t.Reason))}
 		if t.To == StateOpen {

@@ -3,6 +3,7 @@ package breakwater_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -85,5 +86,39 @@ func TestObserversCompose(t *testing.T) {
 	o.Observe(context.Background(), bw.Event{Kind: bw.EventWait})
 	if len(a.events) != 1 || len(b.events) != 1 {
 		t.Fatal("composed observers did not all receive the event")
+	}
+}
+
+func TestWaitEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 429, Header: http.Header{"Retry-After": {"3"}}}, breakwatertest.Step{})
+		rec := &recorder{}
+		tr := newTransport(t, u.Transport(), bw.WithObserver(rec), bw.WithMaxAttempts(1))
+		get(tr) // pauses the key for 3 s
+		if r := get(tr); r.status != 200 {
+			t.Fatalf("%+v", r)
+		}
+		var waits []bw.Event
+		for _, e := range rec.events {
+			if e.Kind == bw.EventWait {
+				waits = append(waits, e)
+			}
+		}
+		if len(waits) != 1 || waits[0].Mechanism != bw.MechPause || waits[0].Duration != 3*time.Second || waits[0].Key != upstreamKey {
+			t.Fatalf("wait events %+v, want one 3s pause", waits)
+		}
+	})
+}
+
+// A registry shared by two transports reports each transition once, to
+// the observer given to the registry.
+func TestSharedBreakersReportTransitionsOnce(t *testing.T) {
+	rec := &recorder{}
+	bs := newBreakers(t, bw.WithBreakerObserver(rec))
+	a := newTransport(t, nil, bw.WithBreakers(bs), bw.WithObserver(rec))
+	newTransport(t, nil, bw.WithBreakers(bs), bw.WithObserver(rec))
+	a.Breakers().Trip("k", time.Minute)
+	if got := rec.kinds(); got != "transition(closed>open)" {
+		t.Fatalf("events %q, want one transition", got)
 	}
 }

@@ -335,8 +335,9 @@ type RateLimitSnapshot struct {
 	Tokens float64 `json:"tokens"`
 	// Limited reports that no token is available now, and Wait how long
 	// until one is.
-	Limited bool          `json:"limited"`
-	Wait    time.Duration `json:"wait_ns,omitempty"`
+	Limited     bool          `json:"limited"`
+	Wait        time.Duration `json:"-"`
+	WaitSeconds float64       `json:"wait_seconds,omitempty"`
 }
 
 // Snapshot returns the limiter's current state.
@@ -348,7 +349,7 @@ func (l *RateLimiter) Snapshot() RateLimitSnapshot {
 	now := time.Now()
 	t := lim.TokensAt(now)
 	w := tokenWait(lim, now)
-	return RateLimitSnapshot{Key: l.key, Limit: float64(l.limit), Burst: l.burst, Tokens: t, Limited: w > 0, Wait: w}
+	return RateLimitSnapshot{Key: l.key, Limit: float64(l.limit), Burst: l.burst, Tokens: t, Limited: w > 0, Wait: w, WaitSeconds: w.Seconds()}
 }
 
 // RateLimiters is a registry of token buckets, one [RateLimiter] per key,
@@ -773,14 +774,16 @@ type PauseSnapshot struct {
 	Key    string `json:"key"`
 	Paused bool   `json:"paused"`
 	// Until and Remaining are set while paused.
-	Until     time.Time     `json:"until,omitzero"`
-	Remaining time.Duration `json:"remaining_ns,omitempty"`
+	Until            time.Time     `json:"until,omitzero"`
+	Remaining        time.Duration `json:"-"`
+	RemainingSeconds float64       `json:"remaining_seconds,omitempty"`
 }
 
 func (g *PauseGates) snapshot(pg *pauseGate) PauseSnapshot {
 	s := PauseSnapshot{Key: pg.key}
 	if u, now := pg.until.Load(), g.now(); u > now {
 		s.Paused, s.Until, s.Remaining = true, g.wall(u), time.Duration(u-now)
+		s.RemainingSeconds = s.Remaining.Seconds()
 	}
 	return s
 }
@@ -1141,7 +1144,12 @@ type limits struct {
 	rate   *RateLimiters
 	bulk   *Bulkheads
 	pacing bool
+	obs    Observer // reports waits; nil when nothing observes
 }
+
+// minReportedWait separates an admission that waited from one that did
+// not: the fast paths take well under a microsecond.
+const minReportedWait = 50 * time.Microsecond
 
 // limitsConfig is the part of a Transport's configuration that builds its
 // limits. Later options replace earlier ones.
@@ -1257,17 +1265,24 @@ func (lc *limitsConfig) build(maxKeys int, idleTTL, maxRetryAfter time.Duration)
 
 // admit runs the pause gate, the token bucket and the bulkhead for one
 // attempt of c, in that order, waiting within the call's deadline. On
-// success c.slot holds the attempt's concurrency slot, if any.
+// success c.slot holds the attempt's concurrency slot, if any. With an
+// observer, each wait is reported as an [EventWait].
 func (l *limits) admit(c *call) error {
+	var t0 time.Time
+	if l.obs != nil {
+		t0 = time.Now()
+	}
 	if l.gates != nil {
 		if err := l.gates.wait(c.ctx, c.key, c.deadline); err != nil {
 			return err
 		}
+		t0 = l.waited(c, MechPause, t0)
 	}
 	if l.rate != nil {
 		if err := l.rate.m.get(c.key).wait(c.ctx, c.deadline); err != nil {
 			return err
 		}
+		t0 = l.waited(c, MechRateLimit, t0)
 	}
 	if l.bulk != nil {
 		s, err := l.bulk.m.get(c.key).acquire(c.ctx, c.deadline)
@@ -1275,8 +1290,22 @@ func (l *limits) admit(c *call) error {
 			return err
 		}
 		c.slot = s
+		l.waited(c, MechConcurrency, t0)
 	}
 	return nil
+}
+
+// waited reports a wait for m that began at t0, if there was one, and
+// returns when the next one begins.
+func (l *limits) waited(c *call, m Mechanism, t0 time.Time) time.Time {
+	if l.obs == nil {
+		return t0
+	}
+	now := time.Now()
+	if d := now.Sub(t0); d >= minReportedWait {
+		notify(l.obs, c.ctx, Event{Kind: EventWait, Key: c.key, Method: c.req.Method, Attempt: c.attempts, Mechanism: m, Duration: d})
+	}
+	return now
 }
 
 // observe feeds an attempt's result to the pause gate (a throttled outcome

@@ -11,10 +11,12 @@ type Snapshot struct {
 	Name     string            `json:"name,omitempty"`
 	At       time.Time         `json:"at"`
 	Breakers []BreakerSnapshot `json:"breakers"`
-	// Bulkheads and RateLimiters are set by the components that own them
-	// (a [Shedder], a [ClientRateLimit]).
+	// Bulkheads, RateLimiters and Pauses are set by the components that own
+	// them (a [Transport] configured with them, a [Shedder], a
+	// [ClientRateLimit]).
 	Bulkheads    []BulkheadSnapshot  `json:"bulkheads,omitempty"`
 	RateLimiters []RateLimitSnapshot `json:"rate_limiters,omitempty"`
+	Pauses       []PauseSnapshot     `json:"pauses,omitempty"`
 }
 
 // A Snapshotter reports its state; [Transport] and the inbound middleware
@@ -23,9 +25,20 @@ type Snapshotter interface {
 	Snapshot() Snapshot
 }
 
-// Snapshot returns the state of every breaker the transport owns.
+// Snapshot returns the state of every breaker, token bucket, pause gate
+// and bulkhead the transport holds.
 func (t *Transport) Snapshot() Snapshot {
-	return Snapshot{At: time.Now(), Breakers: t.breakers.Snapshots()}
+	s := Snapshot{At: time.Now(), Breakers: t.breakers.Snapshots()}
+	if t.limits.rate != nil {
+		s.RateLimiters = t.limits.rate.Snapshots()
+	}
+	if t.limits.gates != nil {
+		s.Pauses = t.limits.gates.Snapshots()
+	}
+	if t.limits.bulk != nil {
+		s.Bulkheads = t.limits.bulk.Snapshots()
+	}
+	return s
 }
 
 // SnapshotHandler serves the snapshots of sources as a JSON array, for a

@@ -44,3 +44,18 @@ func TestSnapshotHandlerShowsAnOpenBreaker(t *testing.T) {
 		}
 	})
 }
+
+func TestSnapshotShowsAPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 429, Header: http.Header{"Retry-After": {"30"}}})
+		tr := newTransport(t, u.Transport(), bw.WithMaxAttempts(1), bw.WithRateLimit(10, 10), bw.WithConcurrencyLimit(4))
+		get(tr)
+		s := tr.Snapshot()
+		if len(s.Pauses) != 1 || !s.Pauses[0].Paused || s.Pauses[0].Remaining != 30*time.Second {
+			t.Fatalf("pauses %+v, want one of 30s", s.Pauses)
+		}
+		if len(s.RateLimiters) != 1 || s.RateLimiters[0].Tokens != 9 || len(s.Bulkheads) != 1 || s.Bulkheads[0].InFlight != 0 {
+			t.Fatalf("limiters %+v, bulkheads %+v", s.RateLimiters, s.Bulkheads)
+		}
+	})
+}

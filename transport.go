@@ -241,7 +241,9 @@ func WithBreaker(opts ...BreakerOption) Option {
 }
 
 // WithBreakers shares an existing registry (for example between a Transport
-// and a health checker). Options given with [WithBreaker] are then ignored.
+// and a health checker). Options given with [WithBreaker] are then ignored,
+// and the transport's observers do not receive the registry's transitions:
+// give the registry its own with [WithBreakerObserver].
 func WithBreakers(bs *Breakers) Option {
 	return optionFunc(func(c *config) { c.breakers = bs })
 }
@@ -316,16 +318,17 @@ func NewTransport(opts ...Option) (*Transport, error) {
 			return nil, err
 		}
 	}
-	if t.obs = Observers(cfg.observers...); t.obs != nil && t.breakers.m != nil {
-		obs := t.obs
-		t.breakers.addListener(func(tr Transition) {
-			notify(obs, context.Background(), Event{Kind: EventTransition, Key: tr.Key, Transition: tr})
-		})
+	// The transport's observers see its own breakers' transitions; a shared
+	// registry reports to the observers given with WithBreakerObserver, so
+	// that sharing it never counts a transition twice.
+	if t.obs = Observers(cfg.observers...); t.obs != nil && cfg.breakers == nil {
+		t.breakers.addListener(transitionReporter(t.obs))
 	}
 	var err error
 	if t.limits, err = cfg.limits.build(cfg.maxKeys, cfg.idleTTL, cfg.maxRetryAfter); err != nil {
 		return nil, err
 	}
+	t.limits.obs = t.obs
 	if cfg.budget {
 		t.budgets = newKeyedMap(cfg.maxKeys, cfg.idleTTL, func(string) *retryBudget {
 			return newRetryBudget(cfg.budgetRatio, cfg.budgetFloor, cfg.budgetWindow)
@@ -407,7 +410,7 @@ type call struct {
 	prevWait time.Duration
 	sent     bool      // the caller's body was handed to the base transport
 	melt     *meltSlot // set in a RetryStage
-	start    time.Time // when observed
+	start    int64     // when observed, t.now()
 	slot     Slot      // the current attempt's concurrency slot
 }
 
@@ -486,7 +489,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // timer per attempt.
 func (t *Transport) run(c *call) (*http.Response, error) {
 	if t.obs != nil {
-		c.start = time.Now()
+		c.start = t.now()
 		t.emit(c, Event{Kind: EventCallStart})
 	}
 	for {
@@ -548,10 +551,12 @@ func (t *Transport) emit(c *call, e Event) {
 // observeAttempt reports one attempt and what followed it.
 func (t *Transport) observeAttempt(c *call, a attemptResult, retry bool, wait time.Duration, budget bool) {
 	if a.o.Category == Rejected && a.err != nil {
-		t.emit(c, Event{Kind: EventReject, Attempt: c.attempts, Mechanism: mechanismOf(a.err), Err: a.err})
+		if m := mechanismOf(a.err); m != "" { // else the body could not be replayed: no attempt
+			t.emit(c, Event{Kind: EventReject, Attempt: c.attempts, Mechanism: m, Err: a.err})
+		}
 		return
 	}
-	t.emit(c, Event{Kind: EventAttempt, Attempt: c.attempts, Category: a.o.Category, Status: a.o.Status, Duration: time.Since(a.start), Err: a.err})
+	t.emit(c, Event{Kind: EventAttempt, Attempt: c.attempts, Category: a.o.Category, Status: a.o.Status, Duration: time.Duration(t.now() - a.start), Err: a.err})
 	switch {
 	case retry:
 		t.emit(c, Event{Kind: EventRetry, Attempt: c.attempts, Category: a.o.Category, Status: a.o.Status, Delay: wait})
@@ -563,7 +568,7 @@ func (t *Transport) observeAttempt(c *call, a attemptResult, retry bool, wait ti
 // end reports the end of a call.
 func (t *Transport) end(c *call, o Outcome, err error) {
 	if t.obs != nil {
-		t.emit(c, Event{Kind: EventCallEnd, Attempts: c.made, Category: o.Category, Status: o.Status, Duration: time.Since(c.start), Err: err})
+		t.emit(c, Event{Kind: EventCallEnd, Attempts: c.made, Category: o.Category, Status: o.Status, Duration: time.Duration(t.now() - c.start), Err: err})
 	}
 }
 
@@ -631,7 +636,7 @@ type attemptResult struct {
 	permit Permit
 	ctx    context.Context    // the attempt's context
 	cancel context.CancelFunc // ends it; nil when it has no deadline of its own
-	start  time.Time          // when measured (slow calls, observers)
+	start  int64              // when measured (slow calls, observers), t.now()
 }
 
 // attempt makes one attempt: admission by the breaker, the pause gate, the
@@ -673,8 +678,11 @@ func (t *Transport) attempt(c *call) attemptResult {
 	if r.ctx != areq.Context() {
 		areq = areq.WithContext(r.ctx)
 	}
-	if t.cfg.slowCall > 0 || t.obs != nil {
-		r.start = time.Now()
+	switch {
+	case c.made == 0 && c.start != 0 && t.limits.rate == nil && t.limits.bulk == nil:
+		r.start = c.start // nothing waited: the call's first attempt starts with it
+	case t.cfg.slowCall > 0 || t.obs != nil:
+		r.start = t.now()
 	}
 	c.sent = true
 	c.made++
@@ -684,7 +692,7 @@ func (t *Transport) attempt(c *call) attemptResult {
 		r.err = markTimeout(r.ctx, r.err)
 	}
 	r.o = classifySafely(t.cfg.classifier, r.resp, r.err)
-	if t.cfg.slowCall > 0 && r.o.Category == Success && time.Since(r.start) > t.cfg.slowCall {
+	if t.cfg.slowCall > 0 && r.o.Category == Success && time.Duration(t.now()-r.start) > t.cfg.slowCall {
 		r.o.Category = Slow
 	}
 	return r

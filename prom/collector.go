@@ -332,11 +332,14 @@ func (c *Collector) Observe(_ context.Context, e breakwater.Event) {
 	case breakwater.EventWait:
 		c.keys.get(e.Key).waits[mechanismIndex(e.Mechanism)].observe(c.boundsNs, e.Duration)
 	case breakwater.EventTransition:
+		if e.Transition == nil {
+			return
+		}
 		key := e.Transition.Key
 		if key == "" {
 			key = e.Key
 		}
-		c.keys.get(key).breaker.record(e.Transition)
+		c.keys.get(key).breaker.record(*e.Transition)
 	case breakwater.EventRequest:
 		rs := c.routes.get(e.Route)
 		i := (methodIndex(e.Method)*len(statusClassNames)+statusClassIndex(e.Status))*len(categoryNames) + categoryIndex(e.Category)

@@ -28,7 +28,7 @@ func exercise(c *prom.Collector) {
 		{Kind: bw.EventWait, Key: "api.test", Mechanism: bw.MechRateLimit, Duration: 30 * time.Millisecond},
 		{Kind: bw.EventAttempt, Key: "api.test", Attempt: 2, Category: bw.ServerError, Status: 503, Duration: 20 * time.Millisecond},
 		{Kind: bw.EventReject, Key: "api.test", Attempt: 2, Mechanism: bw.MechRetryBudget, Err: bw.ErrRetryBudget},
-		{Kind: bw.EventTransition, Key: "api.test", Transition: bw.Transition{Key: "api.test", From: bw.StateClosed, To: bw.StateOpen, Reason: bw.ReasonFailures, OpenFor: 5 * time.Second, At: now}},
+		{Kind: bw.EventTransition, Key: "api.test", Transition: &bw.Transition{Key: "api.test", From: bw.StateClosed, To: bw.StateOpen, Reason: bw.ReasonFailures, OpenFor: 5 * time.Second, At: now}},
 		{Kind: bw.EventCallEnd, Key: "api.test", Attempts: 2, Category: bw.ServerError, Status: 503, Duration: 120 * time.Millisecond},
 		{Kind: bw.EventReject, Key: "api.test", Mechanism: bw.MechBreaker, Err: bw.ErrCircuitOpen},
 		{Kind: bw.EventRequest, Route: "/items/{id}", Method: "GET", Status: 200, Category: bw.Success, Duration: 3 * time.Millisecond},
@@ -203,8 +203,8 @@ func TestOddEventsDoNotBreakScrapes(t *testing.T) {
 		{Kind: bw.EventReject, Key: "k"},
 		{Kind: bw.EventWait, Key: "k", Mechanism: "", Duration: time.Duration(1 << 62)},
 		{Kind: bw.EventTransition},
-		{Kind: bw.EventTransition, Key: "k", Transition: bw.Transition{From: 7, To: 9, Reason: "cosmic rays"}},
-		{Kind: bw.EventTransition, Key: "k", Transition: bw.Transition{From: bw.StateOpen, To: bw.StateClosed, Reason: bw.ReasonReset}},
+		{Kind: bw.EventTransition, Key: "k", Transition: &bw.Transition{From: 7, To: 9, Reason: "cosmic rays"}},
+		{Kind: bw.EventTransition, Key: "k", Transition: &bw.Transition{From: bw.StateOpen, To: bw.StateClosed, Reason: bw.ReasonReset}},
 		{Kind: bw.EventRequest, Route: "", Method: "BREW", Status: 999, Category: 77, Duration: -5},
 		{Kind: bw.EventRequest, Route: "/x", Method: "get", Status: 0},
 		{Kind: bw.EventAttempt, Key: "boom"},
@@ -284,7 +284,7 @@ func TestBreakerGauges(t *testing.T) {
 		}
 		tr := func(from, to bw.State, r bw.Reason, openFor time.Duration) {
 			c.Observe(context.Background(), bw.Event{Kind: bw.EventTransition, Key: "k",
-				Transition: bw.Transition{Key: "k", From: from, To: to, Reason: r, OpenFor: openFor, At: time.Now()}})
+				Transition: &bw.Transition{Key: "k", From: from, To: to, Reason: r, OpenFor: openFor, At: time.Now()}})
 		}
 		check := func(step string, state, open float64) {
 			t.Helper()
@@ -308,7 +308,7 @@ func TestBreakerGauges(t *testing.T) {
 		time.Sleep(20 * time.Second)
 		tr(bw.StateOpen, bw.StateHalfOpen, bw.ReasonOpenElapsed, 0)
 		check("half-open again", 1, 31)
-		tr(bw.StateHalfOpen, bw.StateClosed, bw.ReasonProbesSucceded, 0)
+		tr(bw.StateHalfOpen, bw.StateClosed, bw.ReasonProbesSucceeded, 0)
 		check("closed", 0, 0)
 		want := `
 # HELP breakwater_breaker_transitions_total Circuit breaker state changes.
@@ -336,7 +336,7 @@ func TestSharedKeyLabelShowsTheWorstBreaker(t *testing.T) {
 		}
 		tr := func(key string, from, to bw.State) {
 			c.Observe(context.Background(), bw.Event{Kind: bw.EventTransition, Key: key,
-				Transition: bw.Transition{Key: key, From: from, To: to, Reason: bw.ReasonTrip, OpenFor: time.Hour, At: time.Now()}})
+				Transition: &bw.Transition{Key: key, From: from, To: to, Reason: bw.ReasonTrip, OpenFor: time.Hour, At: time.Now()}})
 		}
 		read := func() (float64, float64) {
 			got := gather(t, reg)
@@ -401,8 +401,8 @@ func TestConcurrentObserveAndCollect(t *testing.T) {
 				c.Observe(ctx, bw.Event{Kind: bw.EventAttempt, Key: key, Category: bw.Category(i % 12), Duration: time.Millisecond})
 				c.Observe(ctx, bw.Event{Kind: bw.EventRetry, Key: key})
 				c.Observe(ctx, bw.Event{Kind: bw.EventReject, Key: key, Mechanism: bw.MechBreaker})
-				c.Observe(ctx, bw.Event{Kind: bw.EventTransition, Key: key, Transition: bw.Transition{Key: key, From: bw.StateClosed, To: bw.StateOpen, At: time.Now()}})
-				c.Observe(ctx, bw.Event{Kind: bw.EventTransition, Key: key, Transition: bw.Transition{Key: key, From: bw.StateOpen, To: bw.StateClosed, At: time.Now()}})
+				c.Observe(ctx, bw.Event{Kind: bw.EventTransition, Key: key, Transition: &bw.Transition{Key: key, From: bw.StateClosed, To: bw.StateOpen, At: time.Now()}})
+				c.Observe(ctx, bw.Event{Kind: bw.EventTransition, Key: key, Transition: &bw.Transition{Key: key, From: bw.StateOpen, To: bw.StateClosed, At: time.Now()}})
 				c.Observe(ctx, bw.Event{Kind: bw.EventRequest, Route: fmt.Sprintf("/r%d", i%16), Method: "POST", Status: 201})
 				c.Observe(ctx, bw.Event{Kind: bw.EventCallEnd, Key: key, Duration: time.Millisecond})
 			}

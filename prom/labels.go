@@ -45,32 +45,22 @@ func categoryIndex(c breakwater.Category) int {
 	return len(categoryNames) - 1
 }
 
-// mechanismNames holds the mechanism label values; the last one is
-// OtherLabel.
-var mechanismNames = []string{
-	string(breakwater.MechBreaker), string(breakwater.MechRateLimit), string(breakwater.MechPause), string(breakwater.MechConcurrency),
-	string(breakwater.MechRetryBudget), string(breakwater.MechShed), string(breakwater.MechTimeout), string(breakwater.MechRouteBreaker),
-	OtherLabel,
-}
+// mechanismNames holds the mechanism label values in the order of
+// breakwater.Mechanisms; the last one is OtherLabel.
+var mechanismNames = func() []string {
+	var names []string
+	for _, m := range breakwater.Mechanisms() {
+		names = append(names, string(m))
+	}
+	return append(names, OtherLabel)
+}()
 
+// mechanismIndex finds m's label; the list is short, so a scan beats a map.
 func mechanismIndex(m breakwater.Mechanism) int {
-	switch m {
-	case breakwater.MechBreaker:
-		return 0
-	case breakwater.MechRateLimit:
-		return 1
-	case breakwater.MechPause:
-		return 2
-	case breakwater.MechConcurrency:
-		return 3
-	case breakwater.MechRetryBudget:
-		return 4
-	case breakwater.MechShed:
-		return 5
-	case breakwater.MechTimeout:
-		return 6
-	case breakwater.MechRouteBreaker:
-		return 7
+	for i, name := range mechanismNames[:len(mechanismNames)-1] {
+		if string(m) == name {
+			return i
+		}
 	}
 	return len(mechanismNames) - 1
 }
@@ -132,7 +122,7 @@ func stateName(s breakwater.State) string { return s.String() }
 // reasonName bounds a transition reason to the known set.
 func reasonName(r breakwater.Reason) string {
 	switch r {
-	case breakwater.ReasonFailures, breakwater.ReasonProbeFailed, breakwater.ReasonOpenElapsed, breakwater.ReasonProbesSucceded,
+	case breakwater.ReasonFailures, breakwater.ReasonProbeFailed, breakwater.ReasonOpenElapsed, breakwater.ReasonProbesSucceeded,
 		breakwater.ReasonTrip, breakwater.ReasonReset, breakwater.ReasonRecovery:
 		return string(r)
 	}
