@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -22,6 +23,9 @@ import (
 
 	"github.com/breakwater-go/breakwater"
 	"github.com/breakwater-go/breakwater/breakwatertest"
+	"github.com/breakwater-go/breakwater/prom"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 func main() {
@@ -81,6 +85,19 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			total.retried.Add(1)
 		}
 	})
+	// Prometheus metrics, served on a loopback port while the demo runs.
+	reg := prometheus.NewRegistry()
+	metrics, err := prom.New(reg)
+	if err != nil {
+		return err
+	}
+	metricsLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	metricsSrv := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: time.Second}
+	go metricsSrv.Serve(metricsLn)
+	defer metricsSrv.Close()
 	// The defaults, with timeouts and open durations scaled to a demo whose
 	// phases last seconds rather than minutes.
 	tr, err := breakwater.NewTransport(
@@ -88,6 +105,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		breakwater.WithAttemptTimeout(*phaseLen/4),
 		breakwater.WithBreaker(breakwater.WithOpenTimeout(*phaseLen/3, *phaseLen)),
 		breakwater.WithObserver(tally),
+		breakwater.WithObserver(metrics),
 	)
 	if err != nil {
 		return err
@@ -96,7 +114,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	client := &http.Client{Transport: tr}
 	key := breakwater.HostKey(&http.Request{URL: mustURL(upstream.URL)})
 
-	fmt.Fprintf(out, "upstream %s, %d workers, %d phases of %s\n\n", upstream.URL, *workers, len(phases), *phaseLen)
+	fmt.Fprintf(out, "upstream %s, %d workers, %d phases of %s; metrics on http://%s/metrics\n\n", upstream.URL, *workers, len(phases), *phaseLen, metricsLn.Addr())
 	const row = "%4s  %-22s %6v %6v %7v %9v %8v %9v  %s\n"
 	fmt.Fprintf(out, row, "t", "phase", "sent", "ok", "failed", "rejected", "retried", "upstream", "breaker")
 
@@ -138,7 +156,33 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fmt.Fprintf(sw, "rejected fast (breaker, pause)\t%d\n", c[3])
 	fmt.Fprintf(sw, "retries\t%d\n", c[4])
 	fmt.Fprintf(sw, "requests the upstream saw\t%d (%.2f per call)\n", c[5], float64(c[5])/float64(max(1, c[0])))
-	return sw.Flush()
+	if err := sw.Flush(); err != nil {
+		return err
+	}
+	return printTransitions(out, reg)
+}
+
+// printTransitions prints the breaker transitions the Prometheus collector
+// counted.
+func printTransitions(out io.Writer, reg *prometheus.Registry) error {
+	families, err := reg.Gather()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "\nbreaker transitions (breakwater_breaker_transitions_total)")
+	for _, f := range families {
+		if f.GetName() != prom.MetricBreakerTransitions {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			fmt.Fprintf(out, "  %-9s -> %-9s %-17s %3.0f\n", labels["from"], labels["to"], labels["reason"], m.GetCounter().GetValue())
+		}
+	}
+	return nil
 }
 
 // work makes calls until ctx ends, pausing briefly between them.

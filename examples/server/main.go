@@ -32,6 +32,9 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	bw "github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/prom"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 func main() {
@@ -62,7 +65,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if !*selftest {
 		obs = bw.LogObserver(slog.New(slog.NewTextHandler(out, nil)), 10*time.Second)
 	}
-	a, err := newApp(obs)
+	// Prometheus metrics of every middleware, served on /metrics.
+	reg := prometheus.NewRegistry()
+	collector, err := prom.New(reg)
+	if err != nil {
+		return err
+	}
+	a, err := newApp(bw.Observers(obs, collector), promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	if err != nil {
 		return err
 	}
@@ -123,6 +132,7 @@ var routes = [][2]string{
 	{"GET  /orders/{id}", fmt.Sprintf("route breaker: %d failures in a row open the route for %s; 503 + a Retry-After that counts down", breakerAfter, breakerOpen)},
 	{"POST /admin/outage?on=1", "make /orders fail (on=0 to recover)"},
 	{"GET  /debug/breakwater", "JSON snapshots of the route breakers, rate limit buckets and the bulkhead"},
+	{"GET  /metrics", "Prometheus metrics: requests by route pattern, rejections by mechanism, breaker transitions"},
 }
 
 func printRoutes(out io.Writer) {
@@ -142,7 +152,7 @@ type app struct {
 	working  gauge // requests inside /work's handler
 }
 
-func newApp(obs bw.Observer) (*app, error) {
+func newApp(obs bw.Observer, metrics http.Handler) (*app, error) {
 	a := &app{}
 	observe := bw.WithInboundObserver(obs)
 	// Rate limit per client. Behind a reverse proxy the client is read from
@@ -174,7 +184,7 @@ func newApp(obs bw.Observer) (*app, error) {
 		return nil, err
 	}
 
-	if a.breakers, err = bw.NewBreakers(bw.WithPolicy(bw.Consecutive(breakerAfter)), bw.WithOpenTimeout(breakerOpen, time.Minute), bw.WithOpenJitter(0)); err != nil {
+	if a.breakers, err = bw.NewBreakers(bw.WithPolicy(bw.Consecutive(breakerAfter)), bw.WithOpenTimeout(breakerOpen, time.Minute), bw.WithOpenJitter(0), bw.WithBreakerObserver(obs)); err != nil {
 		return nil, err
 	}
 	breaker, err := bw.NewRouteBreaker(a.breakers, bw.WithName("route breakers"), observe)
@@ -239,6 +249,7 @@ func newApp(obs bw.Observer) (*app, error) {
 		fmt.Fprintln(w, "outage:", a.outage.Load())
 	})
 	r.Get("/debug/breakwater", bw.SnapshotHandler(a.limit, breaker, shedder).ServeHTTP)
+	r.Handle("/metrics", metrics)
 	a.router = r
 	return a, nil
 }

@@ -162,6 +162,15 @@ func selfTest(ctx context.Context, a *app, base string, out io.Writer) error {
 	}
 	t.check(len(snaps) == 3, "%d snapshots", len(snaps))
 
+	t.section("GET /metrics")
+	metrics := t.do("GET", "/metrics")
+	for _, line := range strings.Split(metrics.body, "\n") {
+		if strings.HasPrefix(line, "breakwater_rejections_total{") || strings.HasPrefix(line, "breakwater_breaker_transitions_total{") {
+			fmt.Fprintln(out, " ", line)
+		}
+	}
+	t.check(strings.Contains(metrics.body, `breakwater_rejections_total{key="/api/items/{id}",mechanism="rate_limit"}`), "no rate limit rejections in /metrics")
+
 	if len(t.errs) > 0 {
 		return fmt.Errorf("self test: %w", errors.Join(t.errs...))
 	}
