@@ -1268,8 +1268,10 @@ func (lc *limitsConfig) build(maxKeys int, idleTTL, maxRetryAfter time.Duration)
 // success c.slot holds the attempt's concurrency slot, if any. With an
 // observer, each wait is reported as an [EventWait].
 func (l *limits) admit(c *call) error {
+	// Time the admission only when something could make it wait: a token
+	// bucket, a bulkhead, or a pause somewhere (one atomic load).
 	var t0 time.Time
-	if l.obs != nil {
+	if l.obs != nil && (l.rate != nil || l.bulk != nil || l.gates != nil && l.gates.latest.Load() != 0) {
 		t0 = time.Now()
 	}
 	if l.gates != nil {
@@ -1298,7 +1300,7 @@ func (l *limits) admit(c *call) error {
 // waited reports a wait for m that began at t0, if there was one, and
 // returns when the next one begins.
 func (l *limits) waited(c *call, m Mechanism, t0 time.Time) time.Time {
-	if l.obs == nil {
+	if t0.IsZero() {
 		return t0
 	}
 	now := time.Now()

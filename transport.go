@@ -411,6 +411,7 @@ type call struct {
 	sent     bool      // the caller's body was handed to the base transport
 	melt     *meltSlot // set in a RetryStage
 	start    int64     // when observed, t.now()
+	ended    int64     // when the latest attempt ended, if observed
 	slot     Slot      // the current attempt's concurrency slot
 }
 
@@ -556,7 +557,8 @@ func (t *Transport) observeAttempt(c *call, a attemptResult, retry bool, wait ti
 		}
 		return
 	}
-	t.emit(c, Event{Kind: EventAttempt, Attempt: c.attempts, Category: a.o.Category, Status: a.o.Status, Duration: time.Duration(t.now() - a.start), Err: a.err})
+	c.ended = t.now()
+	t.emit(c, Event{Kind: EventAttempt, Attempt: c.attempts, Category: a.o.Category, Status: a.o.Status, Duration: time.Duration(c.ended - a.start), Err: a.err})
 	switch {
 	case retry:
 		t.emit(c, Event{Kind: EventRetry, Attempt: c.attempts, Category: a.o.Category, Status: a.o.Status, Delay: wait})
@@ -566,9 +568,14 @@ func (t *Transport) observeAttempt(c *call, a attemptResult, retry bool, wait ti
 }
 
 // end reports the end of a call.
+// The last attempt's end (when it was just observed) is the call's end.
 func (t *Transport) end(c *call, o Outcome, err error) {
 	if t.obs != nil {
-		t.emit(c, Event{Kind: EventCallEnd, Attempts: c.made, Category: o.Category, Status: o.Status, Duration: time.Duration(t.now() - c.start), Err: err})
+		now := c.ended
+		if now == 0 || o.Category == Canceled {
+			now = t.now()
+		}
+		t.emit(c, Event{Kind: EventCallEnd, Attempts: c.made, Category: o.Category, Status: o.Status, Duration: time.Duration(now - c.start), Err: err})
 	}
 }
 
