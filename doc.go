@@ -21,8 +21,8 @@
 //
 // # Circuit breakers
 //
-// [Breakers] holds one [Breaker] per key (by default the request's scheme,
-// host and port). A breaker counts failing calls with a [Policy] (a sliding
+// [Breakers] holds one [Breaker] per key (by default the request's host and
+// port, see [HostKey]). A breaker counts failing calls with a [Policy] (a sliding
 // window, consecutive failures or a failure rate), opens, waits an open
 // duration that grows on each consecutive reopen, and then lets a bounded
 // number of probes through before closing again.
@@ -50,4 +50,21 @@
 // and [WithDenyHandler]). Clients are keyed by [RemoteAddrKey] (IPv6 by
 // /64), [ForwardedForKey] behind trusted proxies, [HeaderKey], or any
 // [KeyFunc]; routes by [RouteKey], the chi route pattern.
+//
+// # Observing and explaining
+//
+// An [Observer] given with [WithObserver] or [WithInboundObserver] receives
+// every call, attempt, retry, rejection, wait and breaker transition as an
+// [Event]; [WithLogger] logs them through log/slog, and the prom subpackage
+// exports them to Prometheus. [Transport.Snapshot] and [SnapshotHandler]
+// show the state of every breaker, bucket, pause and bulkhead.
+// [Transport.Explain] describes a configuration in words, and
+// [Transport.Simulate] runs it against an imagined outage in virtual time.
+//
+// # Composing stages
+//
+// [NewTransport] builds the recommended order in one piece. [Chain] composes
+// [CallTimeout], [RetryStage], [BreakerStage], [AttemptTimeout] and stages
+// of your own in any order, first listed outermost; a breaker stage inside
+// a retry stage is still charged once per call that gives up.
 package breakwater
