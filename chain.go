@@ -54,6 +54,9 @@ func timeoutStage(d time.Duration, cause error) Stage {
 			return next
 		}
 		return RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if isUpgrade(req) { // the connection outlives the call
+				return next.RoundTrip(req)
+			}
 			ctx, cancel := context.WithTimeoutCause(req.Context(), d, cause)
 			resp, err := next.RoundTrip(req.WithContext(ctx))
 			if err != nil {
@@ -109,7 +112,7 @@ func BreakerStage(bs *Breakers, key KeyFunc, cl Classifier) Stage {
 			}
 			o := classifySafely(cl, resp, err)
 			if m, ok := req.Context().Value(meltKey{}).(*meltSlot); ok && bs.cfg.judge(o.Category) == failure && !permit.Probe() {
-				m.defer_(permit)
+				m.defer_(permit, o)
 			} else {
 				permit.Record(o)
 			}
@@ -128,25 +131,27 @@ func BreakerStage(bs *Breakers, key KeyFunc, cl Classifier) Stage {
 type meltSlot struct {
 	mu      sync.Mutex
 	pending Permit
+	outcome Outcome // as the breaker stage's classifier saw it
 	has     bool
 }
 
 type meltKey struct{}
 
-func (m *meltSlot) defer_(p Permit) {
+func (m *meltSlot) defer_(p Permit, o Outcome) {
 	m.mu.Lock()
-	m.pending, m.has = p, true
+	m.pending, m.outcome, m.has = p, o, true
 	m.mu.Unlock()
 }
 
-// take returns the deferred permit of the last attempt, if any.
-func (m *meltSlot) take() (Permit, bool) {
+// take returns the deferred permit of the last attempt and its outcome, if
+// any.
+func (m *meltSlot) take() (Permit, Outcome, bool) {
 	if m == nil {
-		return Permit{}, false
+		return Permit{}, Outcome{}, false
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p, ok := m.pending, m.has
-	m.pending, m.has = Permit{}, false
-	return p, ok
+	p, o, ok := m.pending, m.outcome, m.has
+	m.pending, m.outcome, m.has = Permit{}, Outcome{}, false
+	return p, o, ok
 }

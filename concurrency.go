@@ -490,7 +490,21 @@ func (bs *Bulkheads) Acquire(ctx context.Context, key string) (Slot, error) {
 	if bs == nil {
 		return Slot{}, nil
 	}
-	return bs.m.get(key).acquire(ctx, time.Time{})
+	return bs.acquire(ctx, key, time.Time{})
+}
+
+// acquire takes a slot of key's bulkhead. A bulkhead evicted while the slot
+// was being taken (idle and evictable a moment before) is left, and the key
+// gets a live one: two bulkheads for one key would double its limit.
+func (bs *Bulkheads) acquire(ctx context.Context, key string, dl time.Time) (Slot, error) {
+	for {
+		e := bs.m.getEntry(key)
+		s, err := e.v.acquire(ctx, dl)
+		if err != nil || !e.evicted() {
+			return s, err
+		}
+		s.Ignore()
+	}
 }
 
 // InFlight reports how many of key's slots are held.
@@ -760,6 +774,9 @@ func (a *adaptiveLimit) sample(b *Bulkhead, start int64, inFlight int, dropped b
 		a.updateAIMD(now)
 	} else {
 		a.updateGradient(now)
+	}
+	if math.IsNaN(a.limit) || math.IsInf(a.limit, 0) { // a QueueSize gone wrong
+		a.limit = a.max
 	}
 	a.limit = min(a.max, max(a.min, a.limit))
 	a.samples, a.rttN, a.drops, a.maxInFlight, a.rttSum = 0, 0, 0, 0, 0

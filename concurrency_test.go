@@ -660,3 +660,50 @@ func TestSlotDropAndIgnore(t *testing.T) {
 		}
 	})
 }
+
+// A sweep that evicts an idle bulkhead while a caller is taking a slot of
+// it must not leave the key with two bulkheads (twice its limit).
+func TestBulkheadEvictionNeverDoublesTheLimit(t *testing.T) {
+	bs, err := bw.NewBulkheads(1, bw.WithBulkheadKeys(1_000_000, time.Nanosecond)) // every insertion sweeps
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inFlight, peak atomic.Int64
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { // churn: new keys, so that sweeps keep running
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+				bs.InFlight(strconv.Itoa(i)) // a read; the next line inserts
+				if s, err := bs.Acquire(context.Background(), strconv.Itoa(i)); err == nil {
+					s.Release()
+				}
+			}
+		}
+	})
+	var users sync.WaitGroup
+	for range 3 {
+		users.Go(func() {
+			for range 300_000 {
+				s, err := bs.Acquire(context.Background(), "k")
+				if err != nil {
+					continue
+				}
+				n := inFlight.Add(1)
+				for old := peak.Load(); n > old && !peak.CompareAndSwap(old, n); old = peak.Load() {
+				}
+				inFlight.Add(-1)
+				s.Release()
+			}
+		})
+	}
+	users.Wait()
+	close(done)
+	wg.Wait()
+	if peak.Load() > 1 {
+		t.Fatalf("%d holders of a key limited to 1", peak.Load())
+	}
+}

@@ -27,6 +27,8 @@ type keyedMap[V any] struct {
 	make      func(key string) V
 	evictable func(V) bool
 	overflow  V
+	// overflowEntry wraps overflow for getEntry.
+	overflowEntry *keyedEntry[V]
 
 	sweeping      sync.Mutex
 	lastSweep     atomic.Int64
@@ -37,13 +39,40 @@ type keyedMap[V any] struct {
 const fullSweepEvery = int64(100 * time.Millisecond)
 
 type keyedEntry[V any] struct {
-	v    V
-	used atomic.Bool
+	v     V
+	state atomic.Int32 // entryUnused, entryUsed or entryEvicted
+}
+
+// Entry states. A use and an eviction race on one compare-and-swap, so an
+// entry handed out by get is never evicted before the next sweep sees it
+// unused again.
+const (
+	entryUnused int32 = iota
+	entryUsed
+	entryEvicted
+)
+
+// use marks e used and reports whether it is still live.
+func (e *keyedEntry[V]) use() bool {
+	for {
+		switch s := e.state.Load(); s {
+		case entryUsed:
+			return true
+		case entryEvicted:
+			return false
+		default:
+			if e.state.CompareAndSwap(s, entryUsed) {
+				return true
+			}
+		}
+	}
 }
 
 func newKeyedMap[V any](max int, idleTTL time.Duration, make func(string) V, evictable func(V) bool) *keyedMap[V] {
 	km := &keyedMap[V]{max: int64(max), idleTTL: int64(idleTTL), start: time.Now(), make: make, evictable: evictable}
 	km.overflow = make("~overflow")
+	km.overflowEntry = &keyedEntry[V]{v: km.overflow} // never in the map: never evicted
+	km.overflowEntry.state.Store(entryUsed)
 	km.lastFullSweep.Store(-fullSweepEvery)
 	return km
 }
@@ -53,25 +82,42 @@ func (km *keyedMap[V]) now() int64 { return int64(time.Since(km.start)) }
 // get returns key's value, creating it if needed.
 func (km *keyedMap[V]) get(key string) V {
 	if e, ok := km.m.Load(key); ok {
-		e := e.(*keyedEntry[V])
-		if !e.used.Load() {
-			e.used.Store(true)
+		if e := e.(*keyedEntry[V]); e.use() {
+			return e.v
 		}
-		return e.v
 	}
 	return km.insert(key)
 }
 
+// getEntry is get for callers that must check, after starting to use the
+// value, that it was not evicted meanwhile (see [keyedEntry.evicted]).
+func (km *keyedMap[V]) getEntry(key string) *keyedEntry[V] {
+	if e, ok := km.m.Load(key); ok {
+		if e := e.(*keyedEntry[V]); e.use() {
+			return e
+		}
+	}
+	return km.insertEntry(key)
+}
+
+// evicted reports whether e left the map; a caller that started using e
+// before it did must undo that and get the key again.
+func (e *keyedEntry[V]) evicted() bool { return e.state.Load() == entryEvicted }
+
 // lookup returns key's value without creating it.
 func (km *keyedMap[V]) lookup(key string) (V, bool) {
 	if e, ok := km.m.Load(key); ok {
-		return e.(*keyedEntry[V]).v, true
+		if e := e.(*keyedEntry[V]); e.state.Load() != entryEvicted {
+			return e.v, true
+		}
 	}
 	var zero V
 	return zero, false
 }
 
-func (km *keyedMap[V]) insert(key string) V {
+func (km *keyedMap[V]) insert(key string) V { return km.insertEntry(key).v }
+
+func (km *keyedMap[V]) insertEntry(key string) *keyedEntry[V] {
 	now := km.now()
 	if now-km.lastSweep.Load() > km.idleTTL {
 		km.sweep(now)
@@ -81,16 +127,23 @@ func (km *keyedMap[V]) insert(key string) V {
 			km.sweep(now)
 		}
 		if km.count.Load() >= km.max {
-			return km.overflow
+			return km.overflowEntry
 		}
 	}
 	e := &keyedEntry[V]{v: km.make(key)}
-	e.used.Store(true)
-	if actual, loaded := km.m.LoadOrStore(key, e); loaded {
-		return actual.(*keyedEntry[V]).v
+	e.state.Store(entryUsed)
+	for {
+		actual, loaded := km.m.LoadOrStore(key, e)
+		if !loaded {
+			km.count.Add(1)
+			return e
+		}
+		a := actual.(*keyedEntry[V])
+		if a.use() {
+			return a
+		}
+		km.m.CompareAndDelete(key, a) // evicted but not yet deleted: take its place
 	}
-	km.count.Add(1)
-	return e.v
 }
 
 // sweep evicts the evictable entries unused since the previous sweep and
@@ -103,7 +156,19 @@ func (km *keyedMap[V]) sweep(now int64) {
 	km.lastSweep.Store(now)
 	km.m.Range(func(k, v any) bool {
 		e := v.(*keyedEntry[V])
-		if !e.used.Swap(false) && km.evictable(e.v) && km.m.CompareAndDelete(k, e) {
+		if e.state.CompareAndSwap(entryUsed, entryUnused) {
+			return true // used since the previous sweep
+		}
+		if e.state.Load() == entryUnused && km.evictable(e.v) && e.state.CompareAndSwap(entryUnused, entryEvicted) {
+			// A caller that got e just before may have started using it
+			// (taken a slot): look again, and keep e if so. Such a caller
+			// checks evicted afterwards, so one of the two always sees
+			// the other.
+			if !km.evictable(e.v) {
+				e.state.Store(entryUsed)
+				return true
+			}
+			km.m.CompareAndDelete(k, e)
 			km.count.Add(-1)
 		}
 		return true
@@ -116,7 +181,9 @@ func (km *keyedMap[V]) len() int { return int(km.count.Load()) }
 // each calls fn for every entry.
 func (km *keyedMap[V]) each(fn func(key string, v V)) {
 	km.m.Range(func(k, v any) bool {
-		fn(k.(string), v.(*keyedEntry[V]).v)
+		if e := v.(*keyedEntry[V]); e.state.Load() != entryEvicted {
+			fn(k.(string), e.v)
+		}
 		return true
 	})
 }

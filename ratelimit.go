@@ -609,13 +609,11 @@ func (g *PauseGates) MaxPause() time.Duration {
 	return g.cfg.maxPause
 }
 
-// gate returns key's gate without creating it; keys that overflowed the
-// registry share its overflow gate.
-func (g *PauseGates) gate(key string) *pauseGate {
-	if pg, ok := g.m.lookup(key); ok {
-		return pg
-	}
-	return g.m.overflow
+// gate returns key's gate without creating it. A key without one is not
+// paused: in particular, a pause that found the registry full (and went to
+// its overflow gate) holds no other key.
+func (g *PauseGates) gate(key string) (*pauseGate, bool) {
+	return g.m.lookup(key)
 }
 
 // Pause pauses key for d from now, clamped to the maximum pause, unless it
@@ -713,7 +711,11 @@ func (g *PauseGates) remaining(key string, l int64) time.Duration {
 		g.latest.CompareAndSwap(l, 0)
 		return 0
 	}
-	return time.Duration(max(0, g.gate(key).until.Load()-now))
+	pg, ok := g.gate(key)
+	if !ok {
+		return 0
+	}
+	return time.Duration(max(0, pg.until.Load()-now))
 }
 
 // Wait returns at once when key is not paused. While it is, Wait waits for
@@ -744,7 +746,10 @@ func (g *PauseGates) waitSlow(ctx context.Context, key string, dl time.Time, lat
 		g.latest.CompareAndSwap(latest, 0)
 		return nil
 	}
-	pg := g.gate(key)
+	pg, ok := g.gate(key)
+	if !ok {
+		return nil
+	}
 	for {
 		wake := pg.waitChan()
 		t := time.Now()
@@ -1264,7 +1269,9 @@ func (lc *limitsConfig) build(maxKeys int, idleTTL, maxRetryAfter time.Duration)
 }
 
 // admit runs the pause gate, the token bucket and the bulkhead for one
-// attempt of c, in that order, waiting within the call's deadline. On
+// attempt of c, in that order, waiting within the call's deadline. A token
+// taken for an attempt that the bulkhead then refuses stays spent: the
+// bucket paces attempts offered, not only attempts sent. On
 // success c.slot holds the attempt's concurrency slot, if any. With an
 // observer, each wait is reported as an [EventWait].
 func (l *limits) admit(c *call) error {
@@ -1287,7 +1294,7 @@ func (l *limits) admit(c *call) error {
 		t0 = l.waited(c, MechRateLimit, t0)
 	}
 	if l.bulk != nil {
-		s, err := l.bulk.m.get(c.key).acquire(c.ctx, c.deadline)
+		s, err := l.bulk.acquire(c.ctx, c.key, c.deadline)
 		if err != nil {
 			return err
 		}

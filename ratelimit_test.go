@@ -745,3 +745,19 @@ func TestTransportLimitOptions(t *testing.T) {
 		t.Fatal("WithRateLimiters did not share the registry")
 	}
 }
+
+// A pause that found the registry full holds no other key.
+func TestPauseOverflowHoldsNoOtherKey(t *testing.T) {
+	g, err := bw.NewPauseGates(bw.WithPauseKeys(1, time.Hour), bw.WithPauseWait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Pause("a", time.Minute)
+	g.Pause("b", time.Minute) // the registry is full: "b" overflows
+	if err := g.Wait(context.Background(), "never-throttled"); err != nil {
+		t.Fatalf("a key nobody paused: %v", err)
+	}
+	if err := g.Wait(context.Background(), "a"); !errors.Is(err, bw.ErrPaused) {
+		t.Fatalf("the paused key: %v, want ErrPaused", err)
+	}
+}

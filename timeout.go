@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -99,12 +100,15 @@ func (r *releaser) run() {
 }
 
 // track makes resp.Body release r when it ends. It allocates only when r
-// holds something.
+// holds something. A 101 Switching Protocols response releases r at once
+// and keeps its body as it is: the body is the upgraded connection (an
+// io.ReadWriteCloser that WebSocket and h2c clients and
+// httputil.ReverseProxy rely on), no longer an attempt in flight.
 func track(ctx context.Context, resp *http.Response, r releaser) {
 	if r.empty() {
 		return
 	}
-	if resp.Body == nil || resp.Body == http.NoBody {
+	if resp.Body == nil || resp.Body == http.NoBody || resp.StatusCode == http.StatusSwitchingProtocols {
 		r.run()
 		return
 	}
@@ -150,6 +154,23 @@ func (b *trackedBody) Close() error {
 	err := b.rc.Close()
 	b.finish()
 	return err
+}
+
+// isUpgrade reports whether req asks to switch protocols (Connection:
+// Upgrade with an Upgrade field, as WebSocket handshakes do). Timeouts do
+// not apply to such requests: they would bound the upgraded connection.
+func isUpgrade(req *http.Request) bool {
+	if len(req.Header["Upgrade"]) == 0 {
+		return false
+	}
+	for _, v := range req.Header["Connection"] {
+		for _, tok := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // drainLimit bounds how much of a discarded response is read so that its

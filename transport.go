@@ -184,8 +184,10 @@ func WithRetryNonIdempotent(on bool) Option {
 
 // WithBodyBuffering lets requests whose body has no GetBody be retried by
 // buffering bodies of up to max bytes in memory. A longer body is sent once,
-// unbuffered and unchanged. Default: 0, no buffering (such requests are sent
-// once).
+// unbuffered and unchanged. The body is read when RoundTrip starts, before
+// any timeout applies, so a body source that stalls holds the call: buffer
+// only bodies that are already in memory or on disk. Default: 0, no
+// buffering (such requests are sent once).
 func WithBodyBuffering(max int64) Option {
 	return optionFunc(func(c *config) { c.bufferBodies = max })
 }
@@ -410,9 +412,14 @@ type call struct {
 	prevWait time.Duration
 	sent     bool      // the caller's body was handed to the base transport
 	melt     *meltSlot // set in a RetryStage
-	start    int64     // when observed, t.now()
-	ended    int64     // when the latest attempt ended, if observed
-	slot     Slot      // the current attempt's concurrency slot
+	// unpaid is the failing attempt a retry followed, charged if the call
+	// ends without another answer from the upstream.
+	unpaid    Permit
+	unpaidO   Outcome
+	hasUnpaid bool
+	start     int64 // when observed, t.now()
+	ended     int64 // when the latest attempt ended, if observed
+	slot      Slot  // the current attempt's concurrency slot
 }
 
 // RequestPolicy overrides a [Transport]'s settings for one request; attach
@@ -466,6 +473,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, errors.New("breakwater: nil Request.URL")
 	}
 	c := call{req: req, ctx: req.Context(), key: t.cfg.key(req), pol: t.policy(req)}
+	if isUpgrade(req) { // the connection outlives the call: no timeouts
+		c.pol.CallTimeout, c.pol.AttemptTimeout = 0, 0
+	}
 	if c.pol.CallTimeout > 0 {
 		c.deadline = time.Now().Add(c.pol.CallTimeout)
 	}
@@ -507,17 +517,7 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 		if t.obs != nil {
 			t.observeAttempt(c, a, retry, wait, budgetSpent)
 		}
-		// Charge the breaker: successes and neutral outcomes always, failures
-		// once per call (when giving up), on every attempt when asked, and
-		// always for a half-open probe. An inner BreakerStage defers its
-		// failures to us the same way.
-		if deferred, ok := c.melt.take(); ok {
-			if !retry || t.cfg.meltPerAttempt {
-				deferred.Record(o)
-			}
-		} else if t.breakers.cfg.judge(o.Category) != failure || !retry || t.cfg.meltPerAttempt || permit.Probe() {
-			permit.Record(o)
-		}
+		t.charge(c, a, retry)
 		if !retry {
 			if resp != nil {
 				track(a.ctx, resp, releaser{cancel: a.cancel, permit: permit, slot: c.slot})
@@ -541,6 +541,35 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 		}
 		c.prevWait = wait
 	}
+}
+
+// charge reports an attempt's outcome to the breaker. Successes and neutral
+// outcomes are recorded at once. A failure is recorded once the call gives
+// up on it, on every attempt with WithMeltPerAttempt, and at once for a
+// half-open probe; an inner BreakerStage defers its failures here too. A
+// failure followed by a retry stays unpaid: if the call then ends without
+// another answer from the upstream (a local limit refused the retry, or its
+// body could not be replayed), the unpaid failure is charged. A retry the
+// breaker itself refused (it opened meanwhile) charges nothing, as in
+// ExternalService.
+func (t *Transport) charge(c *call, a attemptResult, retry bool) {
+	if a.o.Category == Rejected && a.resp == nil && a.err != nil {
+		if !retry && c.hasUnpaid && mechanismOf(a.err) != MechBreaker {
+			c.unpaid.Record(c.unpaidO)
+		}
+		return
+	}
+	c.hasUnpaid = false
+	p, o := a.permit, a.o
+	failing := t.breakers.cfg.judge(o.Category) == failure
+	if dp, do, ok := c.melt.take(); ok {
+		p, o, failing = dp, do, true
+	}
+	if !failing || !retry || t.cfg.meltPerAttempt || p.Probe() {
+		p.Record(o)
+		return
+	}
+	c.unpaid, c.unpaidO, c.hasUnpaid = p, o, true
 }
 
 // emit sends e, completed with the call's key and method, to the observers.
@@ -673,7 +702,7 @@ func (t *Transport) attempt(c *call) attemptResult {
 		body, err := c.req.GetBody()
 		if err != nil {
 			permit.Release()
-			c.slot.release()
+			c.slot.Ignore() // no attempt was made: nothing for an adaptive limit to learn
 			r.err, r.o = err, Outcome{Category: Rejected}
 			return r
 		}

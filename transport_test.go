@@ -15,6 +15,7 @@ import (
 
 	bw "github.com/breakwater-go/breakwater"
 	"github.com/breakwater-go/breakwater/breakwatertest"
+	"golang.org/x/time/rate"
 )
 
 const upstreamKey = "http://upstream.test"
@@ -484,4 +485,25 @@ func TestTransportOptionErrors(t *testing.T) {
 			t.Logf("%s: %v", name, err)
 		}
 	}
+}
+
+// A call whose retry a local limit refuses still charges the breaker for
+// the failure it got: a saturated limit must not hide a failing upstream.
+func TestLocalRefusalOfARetryChargesTheFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 500})
+		tr := newTransport(t, u.Transport(), bw.WithoutRetryBudget(),
+			bw.WithRateLimit(rate.Every(time.Hour), 1, bw.WithRateLimitWait(0)),
+			bw.WithBreaker(bw.WithPolicy(bw.Consecutive(2))))
+		for i := 1; i <= 2; i++ {
+			tr.RateLimiters().ResetAll() // one token: the first attempt gets it, the retry does not
+			r := get(tr)
+			if !errors.Is(r.err, bw.ErrRateLimited) || u.Count() != i {
+				t.Fatalf("call %d: %+v after %d requests", i, r, u.Count())
+			}
+		}
+		if s := tr.Breakers().State(upstreamKey); s != bw.StateOpen {
+			t.Fatalf("two failing calls whose retries were refused left the breaker %s, want open", s)
+		}
+	})
 }
