@@ -70,6 +70,13 @@ func BenchmarkTransport(b *testing.B) {
 	}
 }
 
+// oneCall is the events of one successful call.
+var oneCall = []bw.Event{
+	{Kind: bw.EventCallStart, Key: "api.example.com", Method: "GET"},
+	{Kind: bw.EventAttempt, Key: "api.example.com", Method: "GET", Attempt: 1, Status: 200, Duration: 3e6},
+	{Kind: bw.EventCallEnd, Key: "api.example.com", Method: "GET", Attempts: 1, Status: 200, Duration: 3e6},
+}
+
 // BenchmarkObserve measures the collector alone on the events of one
 // successful call.
 func BenchmarkObserve(b *testing.B) {
@@ -78,15 +85,10 @@ func BenchmarkObserve(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	events := []bw.Event{
-		{Kind: bw.EventCallStart, Key: "api.example.com", Method: "GET"},
-		{Kind: bw.EventAttempt, Key: "api.example.com", Method: "GET", Attempt: 1, Status: 200, Duration: 3e6},
-		{Kind: bw.EventCallEnd, Key: "api.example.com", Method: "GET", Attempts: 1, Status: 200, Duration: 3e6},
-	}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			for _, e := range events {
+			for _, e := range oneCall {
 				c.Observe(ctx, e)
 			}
 		}
@@ -99,14 +101,9 @@ func BenchmarkObserveSerial(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	events := []bw.Event{
-		{Kind: bw.EventCallStart, Key: "api.example.com", Method: "GET"},
-		{Kind: bw.EventAttempt, Key: "api.example.com", Method: "GET", Attempt: 1, Status: 200, Duration: 3e6},
-		{Kind: bw.EventCallEnd, Key: "api.example.com", Method: "GET", Attempts: 1, Status: 200, Duration: 3e6},
-	}
 	b.ReportAllocs()
 	for b.Loop() {
-		for _, e := range events {
+		for _, e := range oneCall {
 			c.Observe(ctx, e)
 		}
 	}
