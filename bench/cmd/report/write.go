@@ -219,12 +219,3 @@ func fmtNS(ns float64) string {
 	}
 	return fmt.Sprintf("%.0f", ns)
 }
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
