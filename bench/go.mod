@@ -1,6 +1,6 @@
 module github.com/breakwater-go/breakwater/bench
 
-go 1.26.0
+go 1.25.0
 
 replace github.com/breakwater-go/breakwater => ../
 
@@ -14,7 +14,7 @@ require (
 	github.com/go-chi/httprate v0.16.1
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/sony/gobreaker/v2 v2.4.0
-	golang.org/x/time v0.16.0
+	golang.org/x/time v0.15.0
 )
 
 require (
