@@ -840,25 +840,3 @@ func (a *adaptiveLimit) reset(b *Bulkhead) {
 	a.long, a.probing, a.nextProbe = 0, false, 0
 	b.limit.Store(int64(a.limit))
 }
-
-// WithConcurrencyLimit gives every key a bulkhead of limit slots; each
-// attempt holds a slot, after its token and before the attempt timeout,
-// until its response body is closed or read to the end, or until the
-// attempt's context ends (the attempt timeout, the call timeout or the
-// caller's cancellation), whichever comes first. No slot is held while
-// backing off between attempts. A refusal ends the call with a
-// *[ConcurrencyError] (category [Rejected]: never retried, not charged to
-// the breaker). Default: none.
-func WithConcurrencyLimit(limit int, opts ...BulkheadOption) Option {
-	return optionFunc(func(c *config) {
-		c.limits.bulkSet, c.limits.bulk = true, nil
-		c.limits.bulkLimit, c.limits.bulkOpts = limit, opts
-	})
-}
-
-// WithBulkheads shares an existing registry of bulkheads (for example
-// between a Transport and inbound middleware guarding the same upstream);
-// nil removes the concurrency limit.
-func WithBulkheads(bs *Bulkheads) Option {
-	return optionFunc(func(c *config) { c.limits.bulkSet, c.limits.bulk = false, bs })
-}
