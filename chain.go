@@ -1,10 +1,8 @@
 package breakwater
 
 import (
-	"context"
 	"net/http"
 	"sync"
-	"time"
 )
 
 // A Stage wraps a RoundTripper in one resilience mechanism.
@@ -37,37 +35,6 @@ type RoundTripperFunc func(*http.Request) (*http.Response, error)
 
 // RoundTrip calls f(req).
 func (f RoundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
-// CallTimeout is a timeout stage for the outside of a retry stage: one
-// deadline over everything inside it, response body included, ending with
-// cause [ErrCallTimeout]. d <= 0 makes it a pass-through.
-func CallTimeout(d time.Duration) Stage { return timeoutStage(d, ErrCallTimeout) }
-
-// AttemptTimeout is a timeout stage for the inside of a retry stage: a
-// deadline over one attempt, response body included, ending with cause
-// [ErrAttemptTimeout]. d <= 0 makes it a pass-through.
-func AttemptTimeout(d time.Duration) Stage { return timeoutStage(d, ErrAttemptTimeout) }
-
-func timeoutStage(d time.Duration, cause error) Stage {
-	return func(next http.RoundTripper) http.RoundTripper {
-		if d <= 0 {
-			return next
-		}
-		return RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
-			if isUpgrade(req) { // the connection outlives the call
-				return next.RoundTrip(req)
-			}
-			ctx, cancel := context.WithTimeoutCause(req.Context(), d, cause)
-			resp, err := next.RoundTrip(req.WithContext(ctx))
-			if err != nil {
-				cancel()
-				return nil, markTimeout(ctx, err)
-			}
-			track(ctx, resp, releaser{cancel: cancel})
-			return resp, nil
-		})
-	}
-}
 
 // RetryStage is the retry loop alone, configured with the retry options of
 // [NewTransport] (attempts, backoff, budget, RetryIf, idempotency, body

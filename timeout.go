@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
-	"sync/atomic"
 	"time"
 )
 
@@ -65,123 +62,45 @@ func markTimeout(ctx context.Context, err error) error {
 	return err
 }
 
-// trackedBody releases what an attempt holds (its timeout context, a
-// concurrency slot, a probe lease) when the response body is closed or read
-// to EOF or an error, whichever comes first. Reading a good body therefore
-// never fails because RoundTrip returned; a body that outlives the attempt
-// timeout fails with the timeout.
-type trackedBody struct {
-	rc      io.ReadCloser
-	ctx     context.Context // the attempt's context, to report our timeouts
-	done    atomic.Bool
-	release releaser
-	// stop unregisters expire; set before the response is returned and
-	// read only on the body's own path (Read, Close).
-	stop func() bool
-}
+// CallTimeout is a timeout stage for the outside of a retry stage: one
+// deadline over everything inside it, response body included, ending with
+// cause [ErrCallTimeout]. d <= 0 makes it a pass-through.
+func CallTimeout(d time.Duration) Stage { return timeoutStage(d, ErrCallTimeout) }
 
-// releaser is everything one response holds until its body ends.
-type releaser struct {
-	cancel context.CancelFunc // the attempt's context
-	permit Permit
-	slot   Slot
-}
+// AttemptTimeout is a timeout stage for the inside of a retry stage: a
+// deadline over one attempt, response body included, ending with cause
+// [ErrAttemptTimeout]. d <= 0 makes it a pass-through.
+func AttemptTimeout(d time.Duration) Stage { return timeoutStage(d, ErrAttemptTimeout) }
 
-func (r *releaser) empty() bool {
-	return r.cancel == nil && r.permit.lease == 0 && !r.slot.Held()
-}
-
-func (r *releaser) run() {
-	if r.cancel != nil {
-		r.cancel()
-	}
-	r.permit.Release()
-	r.slot.release()
-}
-
-// track makes resp.Body release r when it ends. It allocates only when r
-// holds something. A 101 Switching Protocols response releases r at once
-// and keeps its body as it is: the body is the upgraded connection (an
-// io.ReadWriteCloser that WebSocket and h2c clients and
-// httputil.ReverseProxy rely on), no longer an attempt in flight.
-func track(ctx context.Context, resp *http.Response, r releaser) {
-	if r.empty() {
-		return
-	}
-	if resp.Body == nil || resp.Body == http.NoBody || resp.StatusCode == http.StatusSwitchingProtocols {
-		r.run()
-		return
-	}
-	tb := &trackedBody{rc: resp.Body, ctx: ctx, release: r}
-	if r.slot.Held() && ctx.Done() != nil {
-		// A body nobody closes must not hold its concurrency slot past
-		// the attempt: give it back when the attempt's context ends.
-		tb.stop = context.AfterFunc(ctx, tb.expire)
-	}
-	resp.Body = tb
-}
-
-// finish releases what the response holds, once; called on the body's
-// path.
-func (b *trackedBody) finish() {
-	if b.done.CompareAndSwap(false, true) {
-		if b.stop != nil {
-			b.stop()
+func timeoutStage(d time.Duration, cause error) Stage {
+	return func(next http.RoundTripper) http.RoundTripper {
+		if d <= 0 {
+			return next
 		}
-		b.release.run()
-	}
-}
-
-// expire releases what the response holds when the attempt's context
-// ended before the body did.
-func (b *trackedBody) expire() {
-	if b.done.CompareAndSwap(false, true) {
-		b.release.run()
-	}
-}
-
-func (b *trackedBody) Read(p []byte) (int, error) {
-	n, err := b.rc.Read(p)
-	if err != nil {
-		err = markTimeout(b.ctx, err)
-		b.finish()
-	}
-	return n, err
-}
-
-// Close closes the underlying body, then releases the attempt's resources.
-func (b *trackedBody) Close() error {
-	err := b.rc.Close()
-	b.finish()
-	return err
-}
-
-// isUpgrade reports whether req asks to switch protocols (Connection:
-// Upgrade with an Upgrade field, as WebSocket handshakes do). Timeouts do
-// not apply to such requests: they would bound the upgraded connection.
-func isUpgrade(req *http.Request) bool {
-	if len(req.Header["Upgrade"]) == 0 {
-		return false
-	}
-	for _, v := range req.Header["Connection"] {
-		for _, tok := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
-				return true
+		return RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if isUpgrade(req) { // the connection outlives the call
+				return next.RoundTrip(req)
 			}
-		}
+			ctx, cancel := context.WithTimeoutCause(req.Context(), d, cause)
+			resp, err := next.RoundTrip(req.WithContext(ctx))
+			if err != nil {
+				cancel()
+				return nil, markTimeout(ctx, err)
+			}
+			track(ctx, resp, releaser{cancel: cancel})
+			return resp, nil
+		})
 	}
-	return false
 }
 
-// drainLimit bounds how much of a discarded response is read so that its
-// connection can be reused.
-const drainLimit = 64 << 10
-
-// discard drains (bounded) and closes a response the caller will not see.
-func discard(resp *http.Response) {
-	if resp == nil || resp.Body == nil {
-		return
+// timeLeft returns the time from now to the earlier of ctx's deadline and
+// dl (the zero time: none), and whether either exists.
+func timeLeft(ctx context.Context, dl, now time.Time) (time.Duration, bool) {
+	if d, ok := ctx.Deadline(); ok && (dl.IsZero() || d.Before(dl)) {
+		dl = d
 	}
-	_, _ = io.CopyN(io.Discard, resp.Body, drainLimit)
-	_ = resp.Body.Close()
+	if dl.IsZero() {
+		return 0, false
+	}
+	return dl.Sub(now), true
 }
