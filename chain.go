@@ -2,7 +2,6 @@ package breakwater
 
 import (
 	"net/http"
-	"sync"
 )
 
 // A Stage wraps a RoundTripper in one resilience mechanism.
@@ -35,25 +34,6 @@ type RoundTripperFunc func(*http.Request) (*http.Response, error)
 
 // RoundTrip calls f(req).
 func (f RoundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
-// RetryStage is the retry loop alone, configured with the retry options of
-// [NewTransport] (attempts, backoff, budget, RetryIf, idempotency, body
-// buffering, melting, key, classifier); the timeout and breaker options are
-// ignored: compose [CallTimeout], [AttemptTimeout] and [BreakerStage]
-// around and inside it instead. It returns an error for invalid options.
-func RetryStage(opts ...Option) (Stage, error) {
-	opts = append(opts[:len(opts):len(opts)], WithCallTimeout(0), WithAttemptTimeout(0), WithBreaker(WithBreakerMode(ModeDisabled)))
-	proto, err := NewTransport(opts...)
-	if err != nil {
-		return nil, err
-	}
-	return func(next http.RoundTripper) http.RoundTripper {
-		t := *proto
-		t.base = next
-		t.stage = true
-		return &t
-	}, nil
-}
 
 // BreakerStage asks bs for key(req)'s breaker before every request and
 // reports each outcome as classified by cl (nil means [Classify]). Inside a
@@ -91,34 +71,4 @@ func BreakerStage(bs *Breakers, key KeyFunc, cl Classifier) Stage {
 			return resp, nil
 		})
 	}
-}
-
-// meltSlot carries a failing attempt's permit from a BreakerStage out to
-// the enclosing RetryStage, which charges it only if the call gives up.
-type meltSlot struct {
-	mu      sync.Mutex
-	pending Permit
-	outcome Outcome // as the breaker stage's classifier saw it
-	has     bool
-}
-
-type meltKey struct{}
-
-func (m *meltSlot) defer_(p Permit, o Outcome) {
-	m.mu.Lock()
-	m.pending, m.outcome, m.has = p, o, true
-	m.mu.Unlock()
-}
-
-// take returns the deferred permit of the last attempt and its outcome, if
-// any.
-func (m *meltSlot) take() (Permit, Outcome, bool) {
-	if m == nil {
-		return Permit{}, Outcome{}, false
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	p, o, ok := m.pending, m.outcome, m.has
-	m.pending, m.outcome, m.has = Permit{}, Outcome{}, false
-	return p, o, ok
 }

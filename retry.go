@@ -1,10 +1,14 @@
 package breakwater
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -109,4 +113,226 @@ func ctxError(ctx context.Context) error {
 		return c
 	}
 	return err
+}
+
+// RetryStage is the retry loop alone, configured with the retry options of
+// [NewTransport] (attempts, backoff, budget, RetryIf, idempotency, body
+// buffering, melting, key, classifier); the timeout and breaker options are
+// ignored: compose [CallTimeout], [AttemptTimeout] and [BreakerStage]
+// around and inside it instead. It returns an error for invalid options.
+func RetryStage(opts ...Option) (Stage, error) {
+	opts = append(opts[:len(opts):len(opts)], WithCallTimeout(0), WithAttemptTimeout(0), WithBreaker(WithBreakerMode(ModeDisabled)))
+	proto, err := NewTransport(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return func(next http.RoundTripper) http.RoundTripper {
+		t := *proto
+		t.base = next
+		t.stage = true
+		return &t
+	}, nil
+}
+
+// run is the retry loop. The call timeout is a deadline checked between
+// attempts and folded into each attempt's context, so one call costs one
+// timer per attempt.
+func (t *Transport) run(c *call) (*http.Response, error) {
+	if t.obs != nil {
+		c.start = t.now()
+		t.emit(c, Event{Kind: EventCallStart})
+	}
+	for {
+		c.attempts++
+		a := t.attempt(c)
+		resp, err, o, permit := a.resp, a.err, a.o, a.permit
+		t.limits.observe(c, resp, o)
+		wait, retry, budgetSpent, stopErr := t.decide(c, resp, err, o)
+		if stopErr != nil {
+			discard(resp)
+			resp, err = nil, stopErr
+		}
+
+		if t.obs != nil {
+			t.observeAttempt(c, a, retry, wait, budgetSpent)
+		}
+		t.charge(c, a, retry)
+		if !retry {
+			if resp != nil {
+				track(a.ctx, resp, releaser{cancel: a.cancel, permit: permit, slot: c.slot})
+				c.slot = Slot{}
+				t.end(c, o, nil)
+				return resp, nil
+			}
+			release(a.cancel, permit)
+			c.slot.release()
+			err = c.fail(err, o, budgetSpent)
+			t.end(c, o, err)
+			return nil, err
+		}
+		discard(resp)
+		release(a.cancel, permit)
+		c.slot.release()
+		if !sleep(c.ctx, wait) {
+			err := ctxError(c.ctx)
+			t.end(c, Outcome{Category: Canceled}, err)
+			return nil, err
+		}
+		c.prevWait = wait
+	}
+}
+
+// charge reports an attempt's outcome to the breaker. Successes and neutral
+// outcomes are recorded at once. A failure is recorded once the call gives
+// up on it, on every attempt with WithMeltPerAttempt, and at once for a
+// half-open probe; an inner BreakerStage defers its failures here too. A
+// failure followed by a retry stays unpaid: if the call then ends without
+// another answer from the upstream (a local limit refused the retry, or its
+// body could not be replayed), the unpaid failure is charged. A retry the
+// breaker itself refused (it opened meanwhile) charges nothing, as in
+// ExternalService.
+func (t *Transport) charge(c *call, a attemptResult, retry bool) {
+	if a.o.Category == Rejected && a.resp == nil && a.err != nil {
+		if !retry && c.hasUnpaid && mechanismOf(a.err) != MechBreaker {
+			c.unpaid.Record(c.unpaidO)
+		}
+		return
+	}
+	c.hasUnpaid = false
+	p, o := a.permit, a.o
+	failing := t.breakers.cfg.judge(o.Category) == failure
+	if dp, do, ok := c.melt.take(); ok {
+		p, o, failing = dp, do, true
+	}
+	if !failing || !retry || t.cfg.meltPerAttempt || p.Probe() {
+		p.Record(o)
+		return
+	}
+	c.unpaid, c.unpaidO, c.hasUnpaid = p, o, true
+}
+
+// fail builds the error a call returns: the error itself when at most one
+// attempt was made, else a *RetryError counting the attempts made.
+func (c *call) fail(err error, o Outcome, budget bool) error {
+	if c.made <= 1 && !budget {
+		return err
+	}
+	return &RetryError{Key: c.key, Attempts: c.made, Category: o.Category, Budget: budget, Err: err}
+}
+
+// remaining is the time left before the earlier of the caller's deadline
+// and the call timeout, and whether there is one.
+func (c *call) remaining() (time.Duration, bool) {
+	dl := c.deadline
+	if d, ok := c.ctx.Deadline(); ok && (dl.IsZero() || d.Before(dl)) {
+		dl = d
+	}
+	if dl.IsZero() {
+		return 0, false
+	}
+	return time.Until(dl), true
+}
+
+// decide reports whether to retry after an attempt and how long to wait
+// first; budget reports that the retry budget refused, and a non-nil stop
+// is a RetryIf error that ends the call.
+func (t *Transport) decide(c *call, resp *http.Response, err error, o Outcome) (wait time.Duration, retry, budget bool, stop error) {
+	switch {
+	case o.Category == Rejected || o.Category == Canceled:
+		return 0, false, false, nil
+	case c.ctx.Err() != nil:
+		return 0, false, false, nil
+	}
+	left, bounded := c.remaining()
+	if bounded && left <= 0 {
+		return 0, false, false, nil
+	}
+	if ok, stop := t.retryable(c, resp, err, o); !ok || stop != nil {
+		return 0, false, false, stop
+	}
+	switch {
+	case c.attempts >= c.pol.MaxAttempts:
+		return 0, false, false, nil
+	case !(c.pol.Idempotent || idempotent(c.req) || o.NotSent):
+		return 0, false, false, nil
+	case hasBody(c.req) && c.req.GetBody == nil:
+		return 0, false, false, nil
+	case o.RetryAfterTooLong:
+		return 0, false, false, nil
+	}
+	wait = t.cfg.backoff(c.attempts, c.prevWait, resp)
+	if o.HasRetryAfter {
+		hint := o.RetryAfter + time.Duration(rand.Float64()*retryAfterJitter*float64(o.RetryAfter))
+		wait = max(wait, hint)
+	}
+	if bounded && left <= wait {
+		return 0, false, false, nil
+	}
+	if c.budget != nil && !c.budget.withdraw(t.now()) {
+		return 0, false, true, nil
+	}
+	return wait, true, false, nil
+}
+
+// retryable asks the user's RetryIf, or else the category. A RetryIf that
+// panics means "do not retry".
+func (t *Transport) retryable(c *call, resp *http.Response, err error, o Outcome) (ok bool, stop error) {
+	if t.cfg.retryIf == nil {
+		return o.Category.Retryable(), nil
+	}
+	defer func() {
+		if recover() != nil {
+			ok, stop = false, nil
+		}
+	}()
+	return t.cfg.retryIf(c.ctx, resp, err)
+}
+
+// bufferBody returns a copy of req whose body is replayable when it fits in
+// limit bytes; a longer body is passed on unchanged and not replayable.
+func bufferBody(req *http.Request, limit int64) *http.Request {
+	buf, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
+	r := req.WithContext(req.Context())
+	if err == nil && int64(len(buf)) <= limit {
+		_ = req.Body.Close()
+		r.Body = io.NopCloser(bytes.NewReader(buf))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
+		r.ContentLength = int64(len(buf))
+		return r
+	}
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(buf), req.Body), req.Body}
+	return r
+}
+
+// meltSlot carries a failing attempt's permit from a BreakerStage out to
+// the enclosing RetryStage, which charges it only if the call gives up.
+type meltSlot struct {
+	mu      sync.Mutex
+	pending Permit
+	outcome Outcome // as the breaker stage's classifier saw it
+	has     bool
+}
+
+type meltKey struct{}
+
+func (m *meltSlot) defer_(p Permit, o Outcome) {
+	m.mu.Lock()
+	m.pending, m.outcome, m.has = p, o, true
+	m.mu.Unlock()
+}
+
+// take returns the deferred permit of the last attempt and its outcome, if
+// any.
+func (m *meltSlot) take() (Permit, Outcome, bool) {
+	if m == nil {
+		return Permit{}, Outcome{}, false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, o, ok := m.pending, m.outcome, m.has
+	m.pending, m.outcome, m.has = Permit{}, Outcome{}, false
+	return p, o, ok
 }

@@ -1,0 +1,107 @@
+package breakwater
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+func release(cancel context.CancelFunc, p Permit) {
+	if cancel != nil {
+		cancel()
+	}
+	p.Release()
+}
+
+func (c *call) closeBody() {
+	if hasBody(c.req) {
+		_ = c.req.Body.Close()
+	}
+	c.sent = true
+}
+
+// attemptContext returns the attempt's context: the caller's, bounded by the
+// attempt timeout and the call's deadline, whichever comes first, with the
+// matching cause.
+func (c *call) attemptContext() (context.Context, context.CancelFunc) {
+	dl, cause := c.deadline, ErrCallTimeout
+	if d := c.pol.AttemptTimeout; d > 0 {
+		if a := time.Now().Add(d); dl.IsZero() || a.Before(dl) {
+			dl, cause = a, ErrAttemptTimeout
+		}
+	}
+	if dl.IsZero() {
+		return c.ctx, nil
+	}
+	return context.WithDeadlineCause(c.ctx, dl, cause)
+}
+
+// attemptResult is one attempt's result and what it holds.
+type attemptResult struct {
+	resp   *http.Response
+	err    error
+	o      Outcome
+	permit Permit
+	ctx    context.Context    // the attempt's context
+	cancel context.CancelFunc // ends it; nil when it has no deadline of its own
+	start  int64              // when measured (slow calls, observers), t.now()
+}
+
+// attempt makes one attempt: admission by the breaker, the pause gate, the
+// rate limit and the bulkhead, then the base transport under the attempt's
+// context.
+func (t *Transport) attempt(c *call) attemptResult {
+	r := attemptResult{ctx: c.ctx}
+	permit, err := c.breaker.Allow()
+	if err != nil {
+		if !c.sent {
+			c.closeBody()
+		}
+		r.err, r.o = err, Outcome{Category: Rejected}
+		return r
+	}
+	// Pause gate, rate limit and bulkhead: waits and refusals per attempt.
+	if err = t.limits.admit(c); err != nil {
+		permit.Release()
+		if !c.sent {
+			c.closeBody()
+		}
+		r.err, r.o = err, classifyError(err)
+		return r
+	}
+	areq := c.req
+	if c.attempts > 1 && hasBody(c.req) {
+		body, err := c.req.GetBody()
+		if err != nil {
+			permit.Release()
+			c.slot.Ignore() // no attempt was made: nothing for an adaptive limit to learn
+			r.err, r.o = err, Outcome{Category: Rejected}
+			return r
+		}
+		areq = c.req.WithContext(c.ctx)
+		areq.Body = body
+	}
+	r.permit = permit
+	r.ctx, r.cancel = c.attemptContext()
+	if r.ctx != areq.Context() {
+		areq = areq.WithContext(r.ctx)
+	}
+	switch {
+	case c.made == 0 && c.start != 0 && t.limits.rate == nil && t.limits.bulk == nil:
+		r.start = c.start // nothing waited: the call's first attempt starts with it
+	case t.cfg.slowCall > 0 || t.obs != nil:
+		r.start = t.now()
+	}
+	c.sent = true
+	c.made++
+	r.resp, r.err = t.base.RoundTrip(areq)
+	if r.err != nil {
+		r.resp = nil
+		r.err = markTimeout(r.ctx, r.err)
+	}
+	r.o = classifySafely(t.cfg.classifier, r.resp, r.err)
+	if t.cfg.slowCall > 0 && r.o.Category == Success && time.Duration(t.now()-r.start) > t.cfg.slowCall {
+		r.o.Category = Slow
+	}
+	return r
+}
