@@ -1,0 +1,252 @@
+package breakwater
+
+import (
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// A ClientRateLimitOption configures [NewClientRateLimit].
+type ClientRateLimitOption interface {
+	applyClientRateLimit(*clientRateLimitConfig)
+}
+
+type clientRateLimitConfig struct {
+	inboundConfig
+	policy   string
+	xHeaders bool
+}
+
+type clientRateLimitOptionFunc func(*clientRateLimitConfig)
+
+func (f clientRateLimitOptionFunc) applyClientRateLimit(c *clientRateLimitConfig) { f(c) }
+
+// DefaultRateLimitPolicy is the policy name in a [ClientRateLimit]'s
+// RateLimit-Policy and RateLimit fields.
+const DefaultRateLimitPolicy = "default"
+
+// WithRateLimitPolicyName sets the policy name in the RateLimit-Policy and
+// RateLimit fields; several limits on one route need different names.
+// It must be 1 to 64 printable ASCII characters other than '"' and '\'.
+// Default: "default".
+func WithRateLimitPolicyName(name string) ClientRateLimitOption {
+	return clientRateLimitOptionFunc(func(c *clientRateLimitConfig) { c.policy = name })
+}
+
+// WithXRateLimitHeaders adds the older, unstandardised X-RateLimit-Limit
+// (the burst), X-RateLimit-Remaining and X-RateLimit-Reset (the Unix time,
+// in seconds, at which the bucket is full again) fields to every response,
+// for clients that read those. Default: off.
+func WithXRateLimitHeaders(on bool) ClientRateLimitOption {
+	return clientRateLimitOptionFunc(func(c *clientRateLimitConfig) { c.xHeaders = on })
+}
+
+// maxKeyLen bounds the keys a ClientRateLimit stores; longer keys (a
+// client-chosen header value) are stored as a hash.
+const maxKeyLen = 128
+
+// rateTableMax bounds the precomputed RateLimit field values.
+const rateTableMax = 2048
+
+// ClientRateLimit limits each client (or whatever its [KeyFunc] names) to
+// a token bucket of a [RateLimiters] registry: a request takes a token or
+// is answered 429 Too Many Requests with a Retry-After of the time until
+// the client's next token, rounded up to whole seconds and never 0, without
+// calling the handler. It never waits for a token (the registry's wait
+// setting does not apply).
+//
+// Every response it sees, admitted or not, carries the IETF RateLimit
+// fields (draft-ietf-httpapi-ratelimit-headers): RateLimit-Policy
+// describes the bucket as a quota of burst requests per window of
+// burst/limit seconds (rounded up), `"default";q=10;w=1` for 10/s with
+// a burst of 10; RateLimit gives the client's remaining whole tokens and
+// the seconds until its bucket is full again, `"default";r=3;t=1`.
+// [WithXRateLimitHeaders] adds the X-RateLimit-* fields.
+//
+// Per-key state lives in the registry and is bounded by it
+// ([WithRateLimitKeys]: a hard cap on keys, eviction of idle full buckets,
+// a shared overflow bucket when full); keys longer than 128 bytes are
+// stored as a 64-bit hash, so a client cannot grow memory through a long
+// header value. A request whose key is "" uses the bucket of "", shared by
+// every such request.
+//
+// A ClientRateLimit is safe for concurrent use. An admitted request costs a
+// map lookup, a token bucket update and, for buckets whose header values
+// fit a precomputed table (burst+1 times window+1 up to 2048), no
+// allocation.
+type ClientRateLimit struct {
+	in       inbound
+	rl       *RateLimiters
+	key      KeyFunc
+	xHeaders bool
+	seed     maphash.Seed
+
+	policyName string
+	window     int64    // seconds
+	policyHdr  []string // the RateLimit-Policy value, shared, never modified
+	limitHdr   []string // X-RateLimit-Limit
+	table      [][]string
+}
+
+// NewClientRateLimit returns a rate limit on the buckets of rl, keyed by
+// key (for example [RemoteAddrKey], or [ForwardedForKey] behind a proxy).
+// rl must not be nil (an [Unlimited] registry is nil: mount nothing
+// instead) and key is required: every call site states what it limits by.
+func NewClientRateLimit(rl *RateLimiters, key KeyFunc, opts ...ClientRateLimitOption) (*ClientRateLimit, error) {
+	c := clientRateLimitConfig{policy: DefaultRateLimitPolicy}
+	for _, o := range opts {
+		if o != nil {
+			o.applyClientRateLimit(&c)
+		}
+	}
+	var errs []error
+	if rl == nil {
+		errs = append(errs, errors.New("breakwater: NewClientRateLimit needs a RateLimiters registry"))
+	}
+	if key == nil {
+		errs = append(errs, errors.New("breakwater: NewClientRateLimit needs a KeyFunc"))
+	}
+	if !validPolicyName(c.policy) {
+		errs = append(errs, fmt.Errorf("breakwater: invalid rate limit policy name %q", c.policy))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	crl := &ClientRateLimit{
+		in:         newInbound(c.inboundConfig, MechRateLimit, http.StatusTooManyRequests),
+		rl:         rl,
+		key:        key,
+		xHeaders:   c.xHeaders,
+		seed:       maphash.MakeSeed(),
+		policyName: c.policy,
+	}
+	burst := rl.Burst()
+	crl.window = max(1, int64(math.Ceil(float64(burst)/float64(rl.Limit()))))
+	crl.policyHdr = []string{`"` + c.policy + `";q=` + strconv.Itoa(burst) + ";w=" + strconv.FormatInt(crl.window, 10)}
+	crl.limitHdr = []string{strconv.Itoa(burst)}
+	if n := (int64(burst) + 1) * (crl.window + 1); n <= rateTableMax {
+		crl.table = make([][]string, n)
+		for r := range int64(burst) + 1 {
+			for t := range crl.window + 1 {
+				crl.table[r*(crl.window+1)+t] = []string{crl.rateValue(r, t)}
+			}
+		}
+	}
+	return crl, nil
+}
+
+func validPolicyName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// rateValue formats a RateLimit field value.
+func (crl *ClientRateLimit) rateValue(remaining, reset int64) string {
+	var b [96]byte
+	out := append(b[:0], '"')
+	out = append(out, crl.policyName...)
+	out = append(out, `";r=`...)
+	out = strconv.AppendInt(out, remaining, 10)
+	out = append(out, ";t="...)
+	out = strconv.AppendInt(out, reset, 10)
+	return string(out)
+}
+
+// Registry returns the rate limit's registry.
+func (crl *ClientRateLimit) Registry() *RateLimiters { return crl.rl }
+
+// Snapshot returns the state of every bucket in the registry.
+func (crl *ClientRateLimit) Snapshot() Snapshot {
+	return Snapshot{Name: crl.in.name, At: time.Now(), RateLimiters: crl.rl.Snapshots()}
+}
+
+// Close releases what the rate limit holds in the background. Today that
+// is nothing: idle buckets are evicted as new keys arrive, by the request
+// that inserts them, and no goroutine runs. Close exists so that owners
+// can defer it now and stay correct should background work appear; it is
+// safe to call more than once, and the middleware keeps working after it.
+func (crl *ClientRateLimit) Close() error { return nil }
+
+// storeKey bounds a key's length.
+func (crl *ClientRateLimit) storeKey(k string) string {
+	if len(k) <= maxKeyLen {
+		return k
+	}
+	return "#" + strconv.FormatUint(maphash.String(crl.seed, k), 16)
+}
+
+// setHeaders writes the RateLimit fields of st. The one-element value
+// slices of the precomputed table are shared by every response: net/http
+// only reads header values, and Set, Add and Del replace or copy them.
+func (crl *ClientRateLimit) setHeaders(h http.Header, st RateStatus) {
+	r := int64(st.Remaining)
+	t := min(retryAfterCeil(st.Reset), crl.window)
+	h["Ratelimit-Policy"] = crl.policyHdr
+	if i := r*(crl.window+1) + t; crl.table != nil && r <= int64(st.Burst) && i < int64(len(crl.table)) {
+		h["Ratelimit"] = crl.table[i]
+	} else {
+		h["Ratelimit"] = []string{crl.rateValue(r, t)}
+	}
+	if crl.xHeaders {
+		h["X-Ratelimit-Limit"] = crl.limitHdr
+		h["X-Ratelimit-Remaining"] = []string{itoa(r)}
+		h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(time.Now().Add(st.Reset).Add(time.Second-1).Unix(), 10)}
+	}
+}
+
+// retryAfterCeil is d in whole seconds, rounded up (0 for d <= 0).
+func retryAfterCeil(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return retryAfterSeconds(d)
+}
+
+// Middleware wraps next.
+func (crl *ClientRateLimit) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if crl.in.exempt != nil && crl.in.exempt(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		s := crl.in.begin(w, false)
+		key := crl.storeKey(crl.key(r))
+		st := crl.rl.Take(key)
+		crl.setHeaders(w.Header(), st)
+		if !st.Allowed {
+			crl.in.reject(s.writer(w), r, Rejection{
+				Mechanism:  MechRateLimit,
+				Status:     http.StatusTooManyRequests,
+				RetryAfter: max(st.RetryAfter, time.Nanosecond),
+				Key:        key,
+				Err:        &RateLimitError{Key: key, Wait: st.RetryAfter},
+			})
+			crl.in.finish(r, &s, false)
+			return
+		}
+		if !s.report {
+			next.ServeHTTP(w, r)
+			return
+		}
+		panicked := true
+		defer func() {
+			if panicked {
+				crl.in.finish(r, &s, true)
+			}
+		}()
+		next.ServeHTTP(s.rw, r)
+		panicked = false
+		crl.in.finish(r, &s, false)
+	})
+}

@@ -1,0 +1,111 @@
+package breakwater
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// A TimeoutOption configures [NewHandlerTimeout].
+type TimeoutOption interface{ applyTimeout(*timeoutConfig) }
+
+// DefaultTimeoutStatus is the status [HandlerTimeout] answers with.
+const DefaultTimeoutStatus = http.StatusServiceUnavailable
+
+type timeoutConfig struct {
+	inboundConfig
+	status int
+}
+
+type timeoutOptionFunc func(*timeoutConfig)
+
+func (f timeoutOptionFunc) applyTimeout(c *timeoutConfig) { f(c) }
+
+// WithTimeoutStatus sets the status [HandlerTimeout] answers with, a 4xx or
+// 5xx; default 503. 504 suits a handler that mostly waits on an upstream.
+func WithTimeoutStatus(code int) TimeoutOption {
+	return timeoutOptionFunc(func(c *timeoutConfig) { c.status = code })
+}
+
+// HandlerTimeout bounds how long a handler works on a request: the request
+// that reaches the handler carries a context whose deadline is d away (or
+// the existing deadline, if earlier), with [http.ErrHandlerTimeout] as its
+// cause. If the deadline passed and the handler returns having written
+// nothing, HandlerTimeout answers with the timeout status (503 by default)
+// through the deny handler. A handler that wrote anything (a header, a
+// byte, a flush) keeps its response, and a hijacked connection is left
+// alone: HandlerTimeout never writes after the handler did, so the server
+// never logs "superfluous response.WriteHeader call".
+//
+// Why it waits for the handler instead of answering at the deadline:
+// HandlerTimeout runs the handler on the request's own goroutine and
+// decides after it returns, the way chi's Timeout does (fixed so that it
+// never writes over a response). The alternative, [http.TimeoutHandler]'s,
+// runs the handler on another goroutine, buffers its whole response, and
+// answers from a timer while the handler keeps running, discarding its late
+// writes. That answers sooner, but costs a goroutine and a buffered copy of
+// every response, and breaks what a handler may do with its writer:
+// streaming, Flush, Hijack, sendfile. A handler that honours its context
+// (database calls, outbound requests, [Transport]) returns promptly at the
+// deadline anyway; one that ignores it is bounded by the server's
+// WriteTimeout, or should be wrapped in http.TimeoutHandler.
+//
+// A HandlerTimeout is safe for concurrent use and keeps no per-request
+// state.
+type HandlerTimeout struct {
+	in inbound
+	d  time.Duration
+}
+
+// NewHandlerTimeout returns a handler timeout of d, which must be > 0.
+func NewHandlerTimeout(d time.Duration, opts ...TimeoutOption) (*HandlerTimeout, error) {
+	c := timeoutConfig{status: DefaultTimeoutStatus}
+	for _, o := range opts {
+		if o != nil {
+			o.applyTimeout(&c)
+		}
+	}
+	var errs []error
+	if d <= 0 {
+		errs = append(errs, fmt.Errorf("breakwater: handler timeout must be > 0, got %s", d))
+	}
+	if c.status < 400 || c.status > 599 {
+		errs = append(errs, fmt.Errorf("breakwater: timeout status must be a 4xx or 5xx, got %d", c.status))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &HandlerTimeout{in: newInbound(c.inboundConfig, MechTimeout, c.status), d: d}, nil
+}
+
+// Timeout returns the configured duration.
+func (t *HandlerTimeout) Timeout() time.Duration { return t.d }
+
+// Middleware wraps next.
+func (t *HandlerTimeout) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if t.in.exempt != nil && t.in.exempt(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ctx, cancel := context.WithTimeoutCause(r.Context(), t.d, http.ErrHandlerTimeout)
+		defer cancel()
+		s := t.in.begin(w, true)
+		panicked := true
+		defer func() {
+			if panicked {
+				t.in.finish(r, &s, true)
+			}
+		}()
+		next.ServeHTTP(s.rw, r.WithContext(ctx))
+		panicked = false
+		rw := s.rw
+		if !rw.wrote && !rw.hijacked && ctx.Err() == context.DeadlineExceeded &&
+			context.Cause(ctx) == http.ErrHandlerTimeout && r.Context().Err() == nil {
+			t.in.reject(rw, r, Rejection{Mechanism: MechTimeout, Status: t.in.status, Err: http.ErrHandlerTimeout})
+		}
+		t.in.finish(r, &s, false)
+	})
+}
