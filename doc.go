@@ -51,6 +51,23 @@
 // /64), [ForwardedForKey] behind trusted proxies, [HeaderKey], or any
 // [KeyFunc]; routes by [RouteKey], the chi route pattern.
 //
+// Every inbound middleware is a value built by a constructor that checks
+// its configuration and returns an error for a bad one (New…(essential
+// arguments, options…) (*T, error)); its Middleware method has the shape
+// func(http.Handler) http.Handler, so it mounts on chi with
+// r.Use(t.Middleware) or r.With(t.Middleware) and wraps any net/http
+// handler. The values, not bare functions, are the API because they own
+// state a program needs to reach after mounting: breakers to trip or reset,
+// snapshots for a status page, and Close for the per-client store. Nothing
+// is validated or can fail per request.
+//
+// Stacked breakwater middleware share one wrapped ResponseWriter and report
+// one [EventRequest] per request (from the outermost middleware that has an
+// observer); each rejection is also reported as an [EventReject] by the
+// middleware that made it. A middleware of another library that wraps the
+// ResponseWriter between two of them hides the outer wrapper: the inner one
+// then wraps again and, if it has an observer, reports the request too.
+//
 // # Observing and explaining
 //
 // An [Observer] given with [WithObserver] or [WithInboundObserver] receives
