@@ -37,7 +37,7 @@ type Transport struct {
 	base     http.RoundTripper
 	breakers *Breakers
 	budgets  *keyedMap[*retryBudget]
-	limits   limits // pause gate, rate limit, bulkhead (ratelimit.go, concurrency.go)
+	limits   limits // pause gate, rate limit, bulkhead (admission.go)
 	start    time.Time
 	stage    bool     // a RetryStage: an inner BreakerStage defers failures to it
 	obs      Observer // nil when nothing observes
@@ -92,7 +92,7 @@ type config struct {
 	maxKeys            int
 	idleTTL            time.Duration
 	observers          []Observer
-	limits             limitsConfig // ratelimit.go, concurrency.go
+	limits             limitsConfig // admission.go
 	errs               []error
 }
 
