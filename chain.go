@@ -8,9 +8,10 @@ import (
 type Stage func(http.RoundTripper) http.RoundTripper
 
 // Chain composes stages over base in the order given, the first listed
-// outermost, as chi composes middleware: Chain(base, CallTimeout(d),
-// Retry(…), BreakerStage(…)) runs the call timeout around the retry loop
-// around the breaker. A nil base is a clone of [http.DefaultTransport].
+// outermost, as chi composes middleware: Chain(base, CallTimeout(d), retry,
+// BreakerStage(…)), with retry made by [RetryStage], runs the call timeout
+// around the retry loop around the breaker. A nil base is a clone of
+// [http.DefaultTransport].
 //
 // [NewTransport] builds the recommended order in one piece and costs less
 // per call; Chain is for other orders and for mixing in stages of your own.
