@@ -1,0 +1,219 @@
+package breakwater
+
+import (
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+func TestGCRAParams(t *testing.T) {
+	for _, tc := range []struct {
+		limit    rate.Limit
+		burst    int
+		interval int64
+	}{
+		{10, 5, int64(100 * time.Millisecond)},
+		{1, 1, int64(time.Second)},
+		{3, 2, 333_333_334}, // rounded up: never faster than the limit
+		{1e12, 4, 1},        // saturates at one token per nanosecond
+		{1e-30, 2, maxGCRASpan / 2},
+	} {
+		p := newGCRAParams(tc.limit, tc.burst)
+		if p.interval != tc.interval || p.burst != int64(tc.burst) || p.capacity != p.interval*p.burst {
+			t.Errorf("newGCRAParams(%v, %d) = %+v, want interval %d", tc.limit, tc.burst, p, tc.interval)
+		}
+	}
+}
+
+// TestGCRASequence walks one bucket of 10/s with a burst of 3 through the
+// cases every caller relies on.
+func TestGCRASequence(t *testing.T) {
+	p := newGCRAParams(10, 3)
+	var c gcra
+	ms := int64(time.Millisecond)
+	step := func(now int64, wantOK bool, wantRemaining int64, wantRetry, wantReset time.Duration) {
+		t.Helper()
+		ok, delay, tat := c.take(p, now, 0)
+		rem, retry, reset := p.status(tat, now)
+		if ok != wantOK || delay < 0 || rem != wantRemaining || retry != wantRetry || reset != wantReset {
+			t.Fatalf("at %dms: ok=%v delay=%v remaining=%d retry=%v reset=%v, want %v %d %v %v",
+				now/ms, ok, delay, rem, retry, reset, wantOK, wantRemaining, wantRetry, wantReset)
+		}
+		if !ok && retry <= 0 {
+			t.Fatalf("a refusal must say when to come back")
+		}
+	}
+	step(0, true, 2, 0, 100*time.Millisecond)
+	step(0, true, 1, 0, 200*time.Millisecond)
+	step(0, true, 0, 100*time.Millisecond, 300*time.Millisecond)
+	step(0, false, 0, 100*time.Millisecond, 300*time.Millisecond)
+	step(40*ms, false, 0, 60*time.Millisecond, 260*time.Millisecond)
+	step(100*ms, true, 0, 100*time.Millisecond, 300*time.Millisecond)
+	step(1000*ms, true, 2, 0, 100*time.Millisecond)
+}
+
+// TestGCRAMatchesTokenBucket drives the GCRA and x/time/rate's token
+// bucket with the same random arrivals: they must admit the same requests.
+func TestGCRAMatchesTokenBucket(t *testing.T) {
+	for _, tc := range []struct {
+		limit rate.Limit
+		burst int
+	}{{10, 1}, {10, 10}, {100, 5}, {1, 3}, {1000, 50}} {
+		p := newGCRAParams(tc.limit, tc.burst)
+		var c gcra
+		base := time.Unix(1_700_000_000, 0)
+		tb := rate.NewLimiter(tc.limit, tc.burst)
+		r := rand.New(rand.NewPCG(1, uint64(tc.burst)))
+		now := int64(0)
+		agree, admitted := 0, 0
+		for i := range 20_000 {
+			// Arrivals on a 1 µs grid, averaging twice the limit.
+			now += int64(time.Microsecond) * r.Int64N(int64(float64(time.Second/time.Microsecond)/float64(tc.limit)))
+			ok, _, tat := c.take(p, now, 0)
+			want := tb.AllowN(base.Add(time.Duration(now)), 1)
+			if ok == want {
+				agree++
+			}
+			if ok {
+				admitted++
+			}
+			if got, want := p.tokens(tat, now), tb.TokensAt(base.Add(time.Duration(now))); got-want > 1e-6 || want-got > 1e-6 {
+				t.Fatalf("%v/%d step %d: tokens %v, token bucket %v", tc.limit, tc.burst, i, got, want)
+			}
+		}
+		if agree != 20_000 || admitted == 0 || admitted == 20_000 {
+			t.Errorf("%v/%d: agreed on %d of 20000 decisions (%d admitted)", tc.limit, tc.burst, agree, admitted)
+		}
+	}
+}
+
+func TestGCRAWaitReserves(t *testing.T) {
+	p := newGCRAParams(10, 1)
+	var c gcra
+	if ok, delay, _ := c.take(p, 0, int64(time.Second)); !ok || delay != 0 {
+		t.Fatalf("first: ok=%v delay=%v", ok, delay)
+	}
+	ok, delay, tat := c.take(p, 0, int64(time.Second))
+	if !ok || delay != int64(100*time.Millisecond) {
+		t.Fatalf("second: ok=%v delay=%v, want a reservation 100ms ahead", ok, delay)
+	}
+	if rem, retry, _ := p.status(tat, 0); rem != 0 || retry != 200*time.Millisecond {
+		t.Fatalf("after a reservation: remaining %d, retry %v", rem, retry)
+	}
+	if ok, delay, _ := c.take(p, 0, int64(150*time.Millisecond)); ok || delay != int64(200*time.Millisecond) {
+		t.Fatalf("third with 150ms to wait: ok=%v delay=%v, want refused with 200ms", ok, delay)
+	}
+	c.cancel(p)
+	if ok, delay, _ := c.take(p, 0, int64(150*time.Millisecond)); !ok || delay != int64(100*time.Millisecond) {
+		t.Fatalf("after a cancel: ok=%v delay=%v", ok, delay)
+	}
+}
+
+func TestGCRANextToken(t *testing.T) {
+	p := newGCRAParams(10, 3) // 100 ms per token
+	ms := int64(time.Millisecond)
+	for _, tc := range []struct {
+		tat, now int64
+		want     time.Duration
+	}{
+		{0, 0, 0},                                     // full
+		{250 * ms, 0, 50 * time.Millisecond},          // 2.5 tokens used: the next whole one in 50 ms
+		{200 * ms, 0, 100 * time.Millisecond},         // exactly 2 used
+		{300 * ms, 0, 100 * time.Millisecond},         // empty: same as RetryAfter
+		{500 * ms, 0, 300 * time.Millisecond},         // reserved beyond empty: RetryAfter
+		{100 * ms, 100 * ms, 0},                       // refilled
+		{1000 * ms, 800 * ms, 100 * time.Millisecond}, // 2 used
+	} {
+		got := p.nextToken(tc.tat, tc.now)
+		rem, retry, reset := p.status(tc.tat, tc.now)
+		if got != tc.want {
+			t.Errorf("nextToken(%d, %d) = %v, want %v", tc.tat, tc.now, got, tc.want)
+		}
+		if got > reset || rem == 0 && got != retry {
+			t.Errorf("nextToken(%d, %d) = %v is past retry %v or reset %v", tc.tat, tc.now, got, retry, reset)
+		}
+	}
+}
+
+func TestGCRAShare(t *testing.T) {
+	p := newGCRAParams(90, 30)
+	s := p.share(3)
+	if s.interval != 3*p.interval || s.burst != 10 {
+		t.Fatalf("share(3) of 90/s burst 30 = %+v", s)
+	}
+	if one := newGCRAParams(2, 1).share(5); one.burst != 1 || one.interval != int64(2500*time.Millisecond) {
+		t.Fatalf("share(5) of 2/s burst 1 = %+v", one)
+	}
+	if same := p.share(1); same != p {
+		t.Fatalf("share(1) changed the policy")
+	}
+}
+
+// TestGCRAConcurrent hammers one bucket from many goroutines at a frozen
+// instant and then at moving ones: exactly the burst is admitted at first,
+// and never more than burst + elapsed*limit in all.
+func TestGCRAConcurrent(t *testing.T) {
+	p := newGCRAParams(1000, 50)
+	var c gcra
+	var admitted atomic.Int64
+	var clock atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 2000 {
+				if ok, _, _ := c.take(p, clock.Load(), 0); ok {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := admitted.Load(); n != 50 {
+		t.Fatalf("admitted %d at one instant, want the burst of 50", n)
+	}
+	for range 8 {
+		wg.Go(func() {
+			for range 2000 {
+				now := clock.Add(int64(10 * time.Microsecond))
+				if ok, _, _ := c.take(p, now, 0); ok {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Duration(clock.Load())
+	if max := 50 + int64(elapsed.Seconds()*1000) + 1; admitted.Load() > max {
+		t.Fatalf("admitted %d over %v, more than burst + rate = %d", admitted.Load(), elapsed, max)
+	}
+}
+
+func TestGCRAAllocs(t *testing.T) {
+	p := newGCRAParams(1e6, 100)
+	var c gcra
+	now := int64(0)
+	if n := testing.AllocsPerRun(1000, func() {
+		now += 500
+		_, _, tat := c.take(p, now, 0)
+		_, _, _ = p.status(tat, now)
+		_ = p.nextToken(tat, now)
+	}); n != 0 {
+		t.Fatalf("take allocates %v times", n)
+	}
+}
+
+func BenchmarkGCRATake(b *testing.B) {
+	p := newGCRAParams(1e9, 1000)
+	var c gcra
+	start := time.Now()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			c.take(p, int64(time.Since(start)), 0)
+		}
+	})
+}
