@@ -1,0 +1,42 @@
+// Package redisstore shares breakwater's rate limits, pauses and breaker
+// trips between the replicas of a service through Redis, the store those
+// services already run. It takes the [redis.UniversalClient] the caller
+// has, so standalone, Sentinel and Cluster deployments all work.
+//
+// One [Store] per process, on the caller's client:
+//
+//	store, err := redisstore.New(client)
+//	defer store.Close()
+//
+// What it shares, each by one option of the root package:
+//
+//   - rate limits, inbound per client or outbound per upstream:
+//     [breakwater.WithSharedLimiter] with [Store.Limiter]. Every admission
+//     is one round trip running the GCRA that breakwater's local limiter
+//     runs, in one Lua script, on Redis's clock;
+//   - pauses, so that one replica's 429 with Retry-After holds the key on
+//     every replica: [breakwater.WithSharedPauses] with [Store.Bus];
+//   - breaker trips: [breakwater.WithSharedTrips] with [Store.Bus]. A
+//     breaker's admission never touches the network: trips travel on
+//     pub/sub, after the fact, and a periodic read lets late replicas
+//     catch up.
+//
+// # When Redis is slow or down
+//
+// Every call has a budget ([WithBudget], 5 ms by default). A call that
+// fails or runs past it makes the Store stop asking Redis for the retry
+// interval ([WithRetryInterval], 200 ms): meanwhile, and for that call,
+// rate limits admit by the replica's local share of the limit (the limit
+// divided by the replicas counted by heartbeat, or [WithReplicas]), and
+// trips and pauses stay local. Then one call tries again, and the first
+// that succeeds restores shared mode. Nothing is refused because Redis
+// failed.
+//
+// # Keys
+//
+// Every key starts with the namespace ([WithNamespace], "breakwater"). A
+// rate limit's key is "<ns>:rl:<name>:{<key>}"; a bus keeps its state in
+// "<ns>:bus:{<name>}" and sends on the channel "<ns>:bus:<name>"; the
+// replicas are counted in "<ns>:{replicas}". Every script touches one key,
+// and the braces are Cluster hash tags.
+package redisstore

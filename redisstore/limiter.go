@@ -1,0 +1,121 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/breakwater-go/breakwater"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/time/rate"
+)
+
+// gcraScript is the GCRA that breakwater's local limiter runs, on Redis's
+// clock, in microseconds. KEYS[1] holds the key's theoretical arrival time
+// (TAT): the instant its bucket would be full again. ARGV: the interval
+// between tokens, the burst, and the longest wait that reserves a turn.
+// It returns {admitted, delay, backlog}: admitted 1 or 0; the wait before
+// going (admitted) or until a token (refused); and TAT - now after the
+// decision. The key expires when the bucket is full again.
+var gcraScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local interval = tonumber(ARGV[1])
+local capacity = interval * tonumber(ARGV[2])
+local tat = tonumber(redis.call('GET', KEYS[1]) or 0)
+if tat < now then tat = now end
+local nxt = tat + interval
+local delay = nxt - capacity - now
+if delay > tonumber(ARGV[3]) then
+  return {0, delay, tat - now}
+end
+redis.call('SET', KEYS[1], string.format('%.0f', nxt), 'PX', math.ceil((nxt - now) / 1000) + 1)
+if delay < 0 then delay = 0 end
+return {1, delay, nxt - now}
+`)
+
+// Limiter is a [breakwater.SharedLimiter] on Redis: every admission is one
+// round trip running the GCRA script on Redis's clock. Build it with
+// [Store.Limiter]; it is safe for concurrent use.
+type Limiter struct {
+	s      *Store
+	prefix string // namespace:rl:name:
+}
+
+var _ breakwater.SharedLimiter = (*Limiter)(nil)
+
+// Limiter returns the shared limiter named name: its keys are
+// "<namespace>:rl:<name>:{<key>}". Give each limit its own name (for
+// example "inbound" and "upstream"), so that their keys never meet.
+func (s *Store) Limiter(name string) *Limiter {
+	return &Limiter{s: s, prefix: s.cfg.ns + ":rl:" + name + ":"}
+}
+
+// Replicas returns the Store's replica count.
+func (l *Limiter) Replicas() int { return l.s.Replicas() }
+
+// params converts a policy to microseconds, rounding the interval up as
+// the local limiter does (never faster than the limit).
+func params(limit rate.Limit, burst int) (interval, capacity int64) {
+	b := int64(max(1, burst))
+	iv := math.Ceil(1e6 / float64(limit))
+	interval = math.MaxInt64 / 4 / b
+	if iv < float64(interval) {
+		interval = max(1, int64(iv))
+	}
+	return interval, interval * b
+}
+
+// Key returns the Redis key that holds key's state.
+func (l *Limiter) Key(key string) string {
+	var b strings.Builder
+	b.Grow(len(l.prefix) + len(key) + 2)
+	b.WriteString(l.prefix)
+	b.WriteByte('{')
+	b.WriteString(key)
+	b.WriteByte('}')
+	return b.String()
+}
+
+// Take runs one admission of key. See [breakwater.SharedLimiter].
+func (l *Limiter) Take(ctx context.Context, key string, limit rate.Limit, burst int, maxWait time.Duration) (breakwater.RateStatus, time.Duration, error) {
+	if !(limit > 0) || burst < 1 {
+		return breakwater.RateStatus{}, 0, fmt.Errorf("redisstore: invalid policy %v/s burst %d", float64(limit), burst)
+	}
+	interval, capacity := params(limit, burst)
+	var res []int64
+	err := l.s.do(ctx, func(ctx context.Context) error {
+		var err error
+		res, err = gcraScript.Run(ctx, l.s.client, []string{l.Key(key)}, interval, burst, maxWait.Microseconds()).Int64Slice()
+		return err
+	})
+	if err != nil {
+		return breakwater.RateStatus{}, 0, err
+	}
+	if len(res) != 3 {
+		return breakwater.RateStatus{}, 0, errors.New("redisstore: malformed GCRA reply")
+	}
+	st := status(limit, burst, interval, capacity, res[2])
+	st.Allowed = res[0] == 1
+	var delay time.Duration
+	if st.Allowed {
+		delay = time.Duration(res[1]) * time.Microsecond
+	}
+	return st, delay, nil
+}
+
+// status describes a bucket whose backlog (TAT - now) is backlog µs, as
+// the local limiter does.
+func status(limit rate.Limit, burst int, interval, capacity, backlog int64) breakwater.RateStatus {
+	backlog = max(0, backlog)
+	st := breakwater.RateStatus{Limit: limit, Burst: burst, Reset: time.Duration(backlog) * time.Microsecond}
+	if free := capacity - backlog; free >= interval {
+		st.Remaining = int(free / interval)
+	} else {
+		st.RetryAfter = time.Duration(interval-free) * time.Microsecond
+	}
+	return st
+}

@@ -1,0 +1,356 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults of a [Store].
+const (
+	// DefaultBudget is the longest one store call may take before the
+	// caller falls back to its local share.
+	DefaultBudget = 5 * time.Millisecond
+	// DefaultRetryInterval is how long a Store stops asking Redis after a
+	// failed or late call; then one call tries again.
+	DefaultRetryInterval = 200 * time.Millisecond
+	// DefaultHeartbeat is how often a Store announces its replica, and
+	// DefaultReconcile how often a [Bus] reads the shared state.
+	DefaultHeartbeat = time.Second
+	DefaultReconcile = time.Second
+	// DefaultNamespace prefixes every key and channel.
+	DefaultNamespace = "breakwater"
+)
+
+// ErrUnavailable is returned by store calls while Redis is considered
+// down: after a call failed or ran past its budget, the Store answers
+// this at once, without a round trip, until the retry interval passes.
+var ErrUnavailable = errors.New("redisstore: redis unavailable")
+
+// ErrBudget is returned by a store call that did not complete within the
+// Store's budget.
+var ErrBudget = errors.New("redisstore: redis call over budget")
+
+// An Option configures [New].
+type Option func(*config)
+
+type config struct {
+	ns        string
+	id        string
+	budget    time.Duration
+	retry     time.Duration
+	heartbeat time.Duration
+	replicas  int
+	onMode    func(shared bool, err error)
+}
+
+// WithNamespace prefixes every key and channel the Store uses with ns, so
+// that several services share one Redis. Default: "breakwater".
+func WithNamespace(ns string) Option { return func(c *config) { c.ns = ns } }
+
+// WithReplicaID names this replica; it must differ between replicas.
+// Default: a random 64-bit hex string.
+func WithReplicaID(id string) Option { return func(c *config) { c.id = id } }
+
+// WithBudget sets the longest one store call may take; past it the call
+// gives up with [ErrBudget] and the caller falls back to its local share.
+// It holds even when the client was built without ContextTimeoutEnabled
+// (go-redis then ignores context deadlines): such calls are waited for on
+// a timer instead, at the cost of a goroutine each. Default:
+// [DefaultBudget].
+func WithBudget(d time.Duration) Option { return func(c *config) { c.budget = d } }
+
+// WithRetryInterval sets how long the Store stops asking Redis after a
+// call failed or ran over budget: meanwhile calls fail at once with
+// [ErrUnavailable], and then one call tries again. It bounds how long
+// after Redis comes back the Store is shared again. Default:
+// [DefaultRetryInterval].
+func WithRetryInterval(d time.Duration) Option { return func(c *config) { c.retry = d } }
+
+// WithHeartbeat sets how often the Store announces its replica in Redis;
+// a replica not heard of for three intervals no longer counts. Default:
+// [DefaultHeartbeat].
+func WithHeartbeat(d time.Duration) Option { return func(c *config) { c.heartbeat = d } }
+
+// WithReplicas fixes the number of replicas sharing the limits instead of
+// counting them by heartbeat. Default: 0, count them.
+func WithReplicas(n int) Option { return func(c *config) { c.replicas = n } }
+
+// OnModeChange calls fn (outside every lock, from the goroutine whose call
+// changed the mode) when the Store falls back to local shares (shared
+// false, with the error) and when it is shared again (shared true).
+func OnModeChange(fn func(shared bool, err error)) Option {
+	return func(c *config) { c.onMode = fn }
+}
+
+// Store connects breakwater's shared limits, pauses and breaker trips to
+// Redis. It owns one background goroutine (the heartbeat) and those of its
+// buses' subscriptions; [Store.Close] stops them. The client stays the
+// caller's: Close does not close it.
+//
+// Every call runs under the Store's budget. After a failure or a late
+// answer the Store stops asking Redis for the retry interval, answering
+// [ErrUnavailable] at once (callers then use their local share), and
+// then lets one call try again; the first success restores shared mode.
+//
+// A Store is safe for concurrent use.
+type Store struct {
+	client redis.UniversalClient
+	cfg    config
+	ctxOK  bool // the client honours context deadlines
+	start  time.Time
+
+	downUntil atomic.Int64 // monotonic ns since start; 0: up
+	probing   atomic.Bool
+	down      atomic.Bool
+	modeMu    sync.Mutex
+
+	replicas atomic.Int64 // counted by heartbeat, >= 1
+
+	calls, fails, skipped atomic.Int64
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // background loops
+
+	// Calls left to finish on their own goroutine (a client that ignores
+	// deadlines); closeMu orders their start against Close.
+	closeMu  sync.RWMutex
+	closed   bool
+	inflight sync.WaitGroup
+}
+
+// New returns a Store on client, or an error describing every invalid
+// option. It starts the heartbeat unless [WithReplicas] fixes the count.
+func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
+	c := config{ns: DefaultNamespace, budget: DefaultBudget, retry: DefaultRetryInterval, heartbeat: DefaultHeartbeat}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	var errs []error
+	if client == nil {
+		errs = append(errs, errors.New("redisstore: New needs a client"))
+	}
+	if c.ns == "" || strings.ContainsAny(c.ns, "{}") {
+		errs = append(errs, fmt.Errorf("redisstore: namespace must be non-empty and without braces, got %q", c.ns))
+	}
+	if c.budget <= 0 || c.retry <= 0 || c.heartbeat <= 0 {
+		errs = append(errs, fmt.Errorf("redisstore: budget, retry interval and heartbeat must be > 0, got %s, %s and %s", c.budget, c.retry, c.heartbeat))
+	}
+	if c.replicas < 0 {
+		errs = append(errs, fmt.Errorf("redisstore: replicas must be >= 0, got %d", c.replicas))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if c.id == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		c.id = hex.EncodeToString(b[:])
+	}
+	s := &Store{client: client, cfg: c, ctxOK: contextTimeouts(client), start: time.Now()}
+	s.replicas.Store(1)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if c.replicas == 0 {
+		s.wg.Go(s.heartbeatLoop)
+	}
+	return s, nil
+}
+
+// contextTimeouts reports whether client passes context deadlines down to
+// its sockets.
+func contextTimeouts(client redis.UniversalClient) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+// ReplicaID returns this replica's name.
+func (s *Store) ReplicaID() string { return s.cfg.id }
+
+// Replicas returns how many replicas share the limits: the configured
+// number, or those heard of by heartbeat (at least 1, this one; the last
+// count while Redis is down).
+func (s *Store) Replicas() int {
+	if s.cfg.replicas > 0 {
+		return s.cfg.replicas
+	}
+	return int(s.replicas.Load())
+}
+
+// Shared reports whether the Store is in shared mode (Redis answered the
+// last call) rather than falling back to local shares.
+func (s *Store) Shared() bool { return !s.down.Load() }
+
+// Stats counts the Store's calls.
+type Stats struct {
+	Calls   int64 // calls that went to Redis
+	Fails   int64 // of which failed or ran over budget
+	Skipped int64 // calls answered ErrUnavailable without a round trip
+}
+
+// Stats returns the Store's counters.
+func (s *Store) Stats() Stats {
+	return Stats{Calls: s.calls.Load(), Fails: s.fails.Load(), Skipped: s.skipped.Load()}
+}
+
+// Close stops the heartbeat and every subscription and waits for them,
+// and for calls still running past their budget on a client that ignores
+// deadlines (at most the client's read timeout). It does not close the
+// client. Calls after Close fail with [ErrUnavailable]. It is safe to call
+// more than once.
+func (s *Store) Close() error {
+	s.closeMu.Lock()
+	done := s.closed
+	s.closed = true
+	s.closeMu.Unlock()
+	if done {
+		return nil
+	}
+	s.cancel()
+	s.wg.Wait()
+	s.inflight.Wait()
+	if s.cfg.replicas == 0 {
+		// Leave the replica count at once rather than after three beats.
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		_ = s.client.ZRem(ctx, s.replicasKey(), s.cfg.id).Err()
+	}
+	return nil
+}
+
+func (s *Store) now() int64 { return int64(time.Since(s.start)) }
+
+// do runs fn against Redis under the budget, or fails at once with
+// ErrUnavailable while Redis is considered down. fn gets a context that
+// ends at the budget.
+func (s *Store) do(ctx context.Context, fn func(ctx context.Context) error) error {
+	if s.ctx.Err() != nil {
+		return ErrUnavailable // closed
+	}
+	if until := s.downUntil.Load(); until != 0 {
+		if s.now() < until || !s.probing.CompareAndSwap(false, true) {
+			s.skipped.Add(1)
+			return ErrUnavailable
+		}
+		defer s.probing.Store(false)
+	}
+	s.calls.Add(1)
+	err := s.run(ctx, fn)
+	if err != nil && !errors.Is(err, redis.Nil) {
+		if ctx.Err() != nil && !errors.Is(err, ErrBudget) {
+			return err // the caller gave up: Redis is not to blame
+		}
+		s.fails.Add(1)
+		s.downUntil.Store(max(1, s.now()+int64(s.cfg.retry)))
+		s.setMode(false, err)
+		return err
+	}
+	if s.downUntil.Load() != 0 {
+		s.downUntil.Store(0)
+		s.setMode(true, nil)
+	}
+	return err
+}
+
+// run calls fn with a context ending at the budget; when the client would
+// ignore that deadline, it waits on a timer instead and leaves the call to
+// finish on its own goroutine.
+func (s *Store) run(ctx context.Context, fn func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.budget, ErrBudget)
+	defer cancel()
+	if s.ctxOK {
+		err := fn(ctx)
+		if err != nil && errors.Is(context.Cause(ctx), ErrBudget) {
+			return ErrBudget
+		}
+		return err
+	}
+	s.closeMu.RLock()
+	if s.closed {
+		s.closeMu.RUnlock()
+		return ErrUnavailable
+	}
+	s.inflight.Add(1)
+	s.closeMu.RUnlock()
+	done := make(chan error, 1)
+	go func() {
+		defer s.inflight.Done()
+		done <- fn(ctx)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		if errors.Is(context.Cause(ctx), ErrBudget) {
+			return ErrBudget
+		}
+		return ctx.Err()
+	}
+}
+
+func (s *Store) setMode(shared bool, err error) {
+	s.modeMu.Lock()
+	changed := s.down.Load() == shared
+	s.down.Store(!shared)
+	s.modeMu.Unlock()
+	if changed && s.cfg.onMode != nil {
+		s.cfg.onMode(shared, err)
+	}
+}
+
+func (s *Store) replicasKey() string { return s.cfg.ns + ":{replicas}" }
+
+// heartbeatScript adds this replica to the set of live ones, drops those
+// not heard of in time, and returns how many are left, all on Redis's
+// clock. KEYS[1]: the sorted set; ARGV: replica, lifetime in ms.
+var heartbeatScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
+return redis.call('ZCARD', KEYS[1])
+`)
+
+func (s *Store) beat() {
+	life := 3 * s.cfg.heartbeat.Milliseconds()
+	var n int64
+	err := s.do(s.ctx, func(ctx context.Context) error {
+		var err error
+		n, err = heartbeatScript.Run(ctx, s.client, []string{s.replicasKey()}, s.cfg.id, life).Int64()
+		return err
+	})
+	if err == nil && n > 0 {
+		s.replicas.Store(n)
+	}
+}
+
+func (s *Store) heartbeatLoop() {
+	t := time.NewTicker(s.cfg.heartbeat)
+	defer t.Stop()
+	for {
+		s.beat()
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
