@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -36,6 +35,7 @@ type rateLimitOptionFunc func(*rateLimitConfig)
 func (f rateLimitOptionFunc) applyRateLimit(c *rateLimitConfig) { f(c) }
 
 type rateLimitConfig struct {
+	start   time.Time // the limiters' clock origin
 	limit   rate.Limit
 	burst   int
 	maxWait time.Duration
@@ -65,7 +65,7 @@ func WithRateLimitKeys(maxKeys int, idleTTL time.Duration) RateLimitOption {
 }
 
 func newRateLimitConfig(limit rate.Limit, burst int, defaults []RateLimitOption, opts []RateLimitOption) (rateLimitConfig, error) {
-	c := rateLimitConfig{limit: limit, burst: burst, maxWait: DefaultRateLimitWait, maxKeys: DefaultMaxKeys, idleTTL: DefaultKeyIdleTTL}
+	c := rateLimitConfig{start: time.Now(), limit: limit, burst: burst, maxWait: DefaultRateLimitWait, maxKeys: DefaultMaxKeys, idleTTL: DefaultKeyIdleTTL}
 	for _, o := range defaults {
 		o.applyRateLimit(&c)
 	}
@@ -94,9 +94,11 @@ func newRateLimitConfig(limit rate.Limit, burst int, defaults []RateLimitOption,
 	return c, errors.Join(errs...)
 }
 
-// RateLimiter is a token bucket for one key, built on [rate.Limiter]: it
-// holds up to burst tokens, gains limit tokens per second, and every
-// admitted request takes one. It is safe for concurrent use.
+// RateLimiter is a token bucket for one key: it holds up to burst tokens,
+// gains limit tokens per second, and every admitted request takes one. It
+// runs the generic cell rate algorithm (GCRA), the token bucket kept as one
+// atomic time value updated by compare-and-swap: no lock and no allocation
+// per request. It is safe for concurrent use.
 //
 // Most callers use [RateLimiter.Wait], which waits for a token when the
 // wait fits (wait mode) or refuses at once (reject mode, or a wait that
@@ -104,6 +106,11 @@ func newRateLimitConfig(limit rate.Limit, burst int, defaults []RateLimitOption,
 // waiting. Waiting requests are served in arrival order: each one reserves
 // its token up front, as [rate.Limiter.Reserve] does, and gives it back when
 // it gives up.
+//
+// With [WithSharedLimiter], admissions ask the shared store instead (see
+// [SharedLimiter]), and reads ([RateLimiter.Status], [RateLimiter.Peek],
+// snapshots) describe only what this replica knows: refusals the store
+// gave, until they end, and the local share used while the store fails.
 //
 // A nil *RateLimiter is the limiter of [Unlimited]: it admits everything and
 // reports a full quota. Build one with [NewRateLimiter] or get one from a
@@ -113,7 +120,9 @@ type RateLimiter struct {
 	limit   rate.Limit
 	burst   int
 	maxWait time.Duration
-	lim     atomic.Pointer[rate.Limiter]
+	p       gcraParams
+	start   time.Time // the clock's origin
+	cell    gcra
 }
 
 // NewRateLimiter returns a token bucket of limit tokens per second and
@@ -130,10 +139,11 @@ func NewRateLimiter(limit rate.Limit, burst int, opts ...RateLimitOption) (*Rate
 }
 
 func (c *rateLimitConfig) newLimiter(key string) *RateLimiter {
-	l := &RateLimiter{key: key, limit: c.limit, burst: c.burst, maxWait: c.maxWait}
-	l.lim.Store(rate.NewLimiter(c.limit, c.burst))
-	return l
+	return &RateLimiter{key: key, limit: c.limit, burst: c.burst, maxWait: c.maxWait, p: newGCRAParams(c.limit, c.burst), start: c.start}
 }
+
+// now is the limiter's clock: monotonic nanoseconds since its origin.
+func (l *RateLimiter) now() int64 { return int64(time.Since(l.start)) }
 
 // Key returns the limiter's key ("" for one made by [NewRateLimiter]).
 func (l *RateLimiter) Key() string {
@@ -165,16 +175,17 @@ func (l *RateLimiter) Allow() bool {
 	if l == nil {
 		return true
 	}
-	return l.lim.Load().Allow()
+	ok, _, _ := l.cell.take(l.p, l.now(), 0)
+	return ok
 }
 
 // Wait takes a token, waiting for it in wait mode when the wait is at most
 // the limiter's longest wait and shorter than the time left before ctx's
 // deadline. A request that cannot have a token in time is refused at once
 // with a *[RateLimitError] that matches [ErrRateLimited] and carries the
-// wait it would have needed; its reservation is cancelled, so it costs the
-// others nothing. In reject mode Wait never waits. If ctx ends while
-// waiting, Wait gives the token back and returns ctx.Err().
+// wait it would have needed; it reserves nothing, so it costs the others
+// nothing. In reject mode Wait never waits. If ctx ends while waiting,
+// Wait gives the token back and returns ctx.Err().
 func (l *RateLimiter) Wait(ctx context.Context) error { return l.wait(ctx, time.Time{}) }
 
 // wait is Wait with an extra deadline dl (zero: none).
@@ -182,41 +193,26 @@ func (l *RateLimiter) wait(ctx context.Context, dl time.Time) error {
 	if l == nil {
 		return nil
 	}
-	lim := l.lim.Load()
-	now := time.Now()
-	if l.maxWait <= 0 {
-		if lim.AllowN(now, 1) {
-			return nil
-		}
-		return &RateLimitError{Key: l.key, Wait: tokenWait(lim, now)}
+	maxWait := l.maxWait
+	if left, ok := timeLeft(ctx, dl, time.Now()); ok && left <= maxWait {
+		maxWait = max(0, left-1) // a wait must end before the deadline
 	}
-	r := lim.ReserveN(now, 1)
-	d := r.DelayFrom(now)
-	if d == 0 {
+	ok, delay, _ := l.cell.take(l.p, l.now(), int64(maxWait))
+	if !ok {
+		return &RateLimitError{Key: l.key, Wait: time.Duration(delay)}
+	}
+	if delay == 0 {
 		return nil
 	}
-	if left, ok := timeLeft(ctx, dl, now); d > l.maxWait || ok && d >= left {
-		r.CancelAt(now)
-		return &RateLimitError{Key: l.key, Wait: d}
-	}
-	t := time.NewTimer(d)
+	t := time.NewTimer(time.Duration(delay))
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		r.Cancel()
+		l.cell.cancel(l.p)
 		return ctx.Err()
 	}
-}
-
-// tokenWait is how long from now until lim holds a whole token.
-func tokenWait(lim *rate.Limiter, now time.Time) time.Duration {
-	t := lim.TokensAt(now)
-	if t >= 1 {
-		return 0
-	}
-	return secondsCeil((1 - t) / float64(lim.Limit()))
 }
 
 // secondsCeil converts seconds to a Duration, rounding up to the
@@ -235,8 +231,8 @@ func (l *RateLimiter) Peek() (ok bool, wait time.Duration) {
 	if l == nil {
 		return true, 0
 	}
-	w := tokenWait(l.lim.Load(), time.Now())
-	return w == 0, w
+	_, retry, _ := l.p.status(l.cell.tat.Load(), l.now())
+	return retry == 0, retry
 }
 
 // RateStatus is a limiter's quota at one instant, with the numbers the
@@ -253,7 +249,7 @@ type RateStatus struct {
 	// Take), never negative.
 	Remaining int
 	// RetryAfter is how long until the next token: zero when Remaining is
-	// positive.
+	// positive, never zero when it is not.
 	RetryAfter time.Duration
 	// Reset is how long until the bucket is full again.
 	Reset time.Duration
@@ -265,8 +261,7 @@ func (l *RateLimiter) Status() RateStatus {
 	if l == nil {
 		return RateStatus{Allowed: true, Limit: Unlimited}
 	}
-	lim := l.lim.Load()
-	st := l.status(lim.TokensAt(time.Now()))
+	st := l.status(l.p, l.cell.tat.Load(), l.now())
 	st.Allowed = st.Remaining > 0
 	return st
 }
@@ -278,36 +273,30 @@ func (l *RateLimiter) Take() RateStatus {
 	if l == nil {
 		return RateStatus{Allowed: true, Limit: Unlimited}
 	}
-	lim := l.lim.Load()
-	now := time.Now()
-	allowed := lim.AllowN(now, 1)
-	st := l.status(lim.TokensAt(now))
-	st.Allowed = allowed
+	now := l.now()
+	ok, _, tat := l.cell.take(l.p, now, 0)
+	st := l.status(l.p, tat, now)
+	st.Allowed = ok
 	return st
 }
 
-func (l *RateLimiter) status(tokens float64) RateStatus {
-	st := RateStatus{Limit: l.limit, Burst: l.burst, Remaining: max(0, int(math.Floor(tokens)))}
-	if tokens < 1 {
-		st.RetryAfter = secondsCeil((1 - tokens) / float64(l.limit))
-	}
-	if tokens < float64(l.burst) {
-		st.Reset = secondsCeil((float64(l.burst) - tokens) / float64(l.limit))
-	}
-	return st
+// status describes the bucket of TAT tat at now under policy p.
+func (l *RateLimiter) status(p gcraParams, tat, now int64) RateStatus {
+	rem, retry, reset := p.status(tat, now)
+	return RateStatus{Limit: l.limit, Burst: l.burst, Remaining: int(rem), RetryAfter: retry, Reset: reset}
 }
 
 // Reset fills the bucket again. Requests waiting for a token keep their
-// reservations on the bucket they waited on.
+// turns.
 func (l *RateLimiter) Reset() {
 	if l == nil {
 		return
 	}
-	l.lim.Store(rate.NewLimiter(l.limit, l.burst))
+	l.cell.tat.Store(0)
 }
 
 func (l *RateLimiter) evictable() bool {
-	return l.lim.Load().TokensAt(time.Now()) >= float64(l.burst)
+	return l.cell.tat.Load() <= l.now()
 }
 
 // RateLimitSnapshot is a point-in-time view of one rate limiter.
@@ -331,11 +320,9 @@ func (l *RateLimiter) Snapshot() RateLimitSnapshot {
 	if l == nil {
 		return RateLimitSnapshot{Limit: float64(Unlimited)}
 	}
-	lim := l.lim.Load()
-	now := time.Now()
-	t := lim.TokensAt(now)
-	w := tokenWait(lim, now)
-	return RateLimitSnapshot{Key: l.key, Limit: float64(l.limit), Burst: l.burst, Tokens: t, Limited: w > 0, Wait: w, WaitSeconds: w.Seconds()}
+	tat, now := l.cell.tat.Load(), l.now()
+	_, w, _ := l.p.status(tat, now)
+	return RateLimitSnapshot{Key: l.key, Limit: float64(l.limit), Burst: l.burst, Tokens: l.p.tokens(tat, now), Limited: w > 0, Wait: w, WaitSeconds: w.Seconds()}
 }
 
 // RateLimiters is a registry of token buckets, one [RateLimiter] per key,
