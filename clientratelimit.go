@@ -64,7 +64,9 @@ const rateTableMax = 2048
 // describes the bucket as a quota of burst requests per window of
 // burst/limit seconds (rounded up), `"default";q=10;w=1` for 10/s with
 // a burst of 10; RateLimit gives the client's remaining whole tokens and
-// the seconds until its bucket is full again, `"default";r=3;t=1`.
+// the seconds until its next token, `"default";r=3;t=1` (the draft's
+// "seconds until additional quota is made available", rounded up): on a
+// 429, t is the Retry-After value, never more.
 // [WithXRateLimitHeaders] adds the X-RateLimit-* fields.
 //
 // Per-key state lives in the registry and is bounded by it
@@ -191,7 +193,7 @@ func (crl *ClientRateLimit) storeKey(k string) string {
 // only reads header values, and Set, Add and Del replace or copy them.
 func (crl *ClientRateLimit) setHeaders(h http.Header, st RateStatus) {
 	r := int64(st.Remaining)
-	t := min(retryAfterCeil(st.Reset), crl.window)
+	t := min(retryAfterCeil(nextQuota(st)), crl.window)
 	h["Ratelimit-Policy"] = crl.policyHdr
 	if i := r*(crl.window+1) + t; crl.table != nil && r <= int64(st.Burst) && i < int64(len(crl.table)) {
 		h["Ratelimit"] = crl.table[i]
@@ -203,6 +205,25 @@ func (crl *ClientRateLimit) setHeaders(h http.Header, st RateStatus) {
 		h["X-Ratelimit-Remaining"] = []string{itoa(r)}
 		h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(time.Now().Add(st.Reset).Add(time.Second-1).Unix(), 10)}
 	}
+}
+
+// nextQuota is how long until st's bucket gains its next whole token: the
+// RateLimit field's t, "the number of seconds until additional quota is
+// made available" (draft-ietf-httpapi-ratelimit-headers). With no token
+// left it is RetryAfter, so t and Retry-After say the same; for a full
+// bucket it is 0.
+func nextQuota(st RateStatus) time.Duration {
+	if st.Remaining == 0 {
+		return st.RetryAfter
+	}
+	if st.Reset <= 0 || !(st.Limit > 0) || st.Limit >= Unlimited {
+		return 0
+	}
+	interval := time.Duration(newGCRAParams(st.Limit, st.Burst).interval)
+	if r := st.Reset % interval; r != 0 {
+		return r
+	}
+	return interval
 }
 
 // retryAfterCeil is d in whole seconds, rounded up (0 for d <= 0).

@@ -98,7 +98,7 @@ func TestClientRateLimitRetryAfterRoundsUp(t *testing.T) {
 		crl, _ := newClientRateLimit(t, 0.25, 2, bw.RemoteAddrKey) // a token every 4 s
 		h := crl.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 		from(h, "192.0.2.1:1")
-		if rec := from(h, "192.0.2.1:1"); rec.Header().Get("RateLimit-Policy") != `"default";q=2;w=8` || rec.Header().Get("RateLimit") != `"default";r=0;t=8` {
+		if rec := from(h, "192.0.2.1:1"); rec.Header().Get("RateLimit-Policy") != `"default";q=2;w=8` || rec.Header().Get("RateLimit") != `"default";r=0;t=4` {
 			t.Fatalf("policy %q, quota %q", rec.Header().Get("RateLimit-Policy"), rec.Header().Get("RateLimit"))
 		}
 		for _, step := range []struct {
@@ -258,4 +258,34 @@ func TestClientRateLimitMemoryIsBounded(t *testing.T) {
 		t.Fatalf("HeapInuse %d MiB", ms.HeapInuse>>20)
 	}
 	runtime.KeepAlive(crl)
+}
+
+// TestClientRateLimitResetNeverPastRetryAfter pins the RateLimit field's t
+// to the draft's meaning, "seconds until additional quota is made
+// available": on a 429 it is Retry-After itself (it once said t=2 beside
+// Retry-After: 1, counting to a full bucket), and on an admitted request
+// it is when the next token comes, never the time to refill everything.
+func TestClientRateLimitResetNeverPastRetryAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		crl, _ := newClientRateLimit(t, 1, 3, bw.RemoteAddrKey) // 1/s, burst 3: w=3
+		h := crl.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		for i, want := range []string{`"default";r=2;t=1`, `"default";r=1;t=1`, `"default";r=0;t=1`} {
+			if rec := from(h, "192.0.2.9:1"); rec.Code != 200 || rec.Header().Get("RateLimit") != want {
+				t.Fatalf("request %d: %d RateLimit %q, want %q", i+1, rec.Code, rec.Header().Get("RateLimit"), want)
+			}
+		}
+		time.Sleep(400 * time.Millisecond)
+		rec := from(h, "192.0.2.9:1")
+		if rec.Code != 429 || rec.Header().Get("Retry-After") != "1" || rec.Header().Get("RateLimit") != `"default";r=0;t=1` {
+			t.Fatalf("refused: %d Retry-After %q RateLimit %q, want 1 and t=1", rec.Code, rec.Header().Get("Retry-After"), rec.Header().Get("RateLimit"))
+		}
+		time.Sleep(2 * time.Second) // 2.6 s after the burst: 2 tokens back, the third in 0.4 s
+		if rec := from(h, "192.0.2.9:1"); rec.Code != 200 || rec.Header().Get("RateLimit") != `"default";r=1;t=1` {
+			t.Fatalf("after 2 s: %d RateLimit %q", rec.Code, rec.Header().Get("RateLimit"))
+		}
+		time.Sleep(10 * time.Second)
+		if rec := from(h, "192.0.2.9:1"); rec.Header().Get("RateLimit") != `"default";r=2;t=1` {
+			t.Fatalf("refilled: RateLimit %q", rec.Header().Get("RateLimit"))
+		}
+	})
 }

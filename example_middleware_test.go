@@ -180,6 +180,6 @@ func ExampleNewClientRateLimit() {
 	}
 	// Output:
 	// 200 RateLimit-Policy: "default";q=2;w=2 RateLimit: "default";r=1;t=1 Retry-After: ""
-	// 200 RateLimit-Policy: "default";q=2;w=2 RateLimit: "default";r=0;t=2 Retry-After: ""
-	// 429 RateLimit-Policy: "default";q=2;w=2 RateLimit: "default";r=0;t=2 Retry-After: "1"
+	// 200 RateLimit-Policy: "default";q=2;w=2 RateLimit: "default";r=0;t=1 Retry-After: ""
+	// 429 RateLimit-Policy: "default";q=2;w=2 RateLimit: "default";r=0;t=1 Retry-After: "1"
 }
