@@ -243,7 +243,7 @@ func (crl *ClientRateLimit) Middleware(next http.Handler) http.Handler {
 		}
 		s := crl.in.begin(w, false)
 		key := crl.storeKey(crl.key(r))
-		st := crl.rl.Take(key)
+		st := crl.rl.take(r.Context(), key)
 		crl.setHeaders(w.Header(), st)
 		if !st.Allowed {
 			crl.in.reject(s.writer(w), r, Rejection{

@@ -63,3 +63,73 @@ type ClusterEvent struct {
 	// every replica at once, whatever quorum the bus requires.
 	Manual bool
 }
+
+// WithSharedLimiter makes the limiters keep their quotas in s, shared with
+// the other replicas, instead of in this process alone: a limit of 100/s
+// is then 100/s across all replicas together. Each admission is one call
+// to s. While s fails, each replica admits by its local share of the
+// limit, limit/s.Replicas() per second with burst/s.Replicas() tokens (at
+// least 1), so a store outage never refuses anyone the limit would have
+// admitted, and never multiplies the limit by the replica count. A refusal
+// from s is remembered until it ends, so a client over its limit costs no
+// round trip. A turn that a waiting request reserved in s and then gave up
+// stays spent. nil keeps the limiters local. Default: local.
+func WithSharedLimiter(s SharedLimiter) RateLimitOption {
+	return rateLimitOptionFunc(func(c *rateLimitConfig) { c.shared = s })
+}
+
+// admitShared is one admission through the shared store, reserving up to
+// maxWait ahead; delay is the wait before going. When the store failed
+// and the local share answered, p is the share's policy (for giving back a
+// reserved turn); otherwise p is zero.
+func (l *RateLimiter) admitShared(ctx context.Context, maxWait time.Duration) (st RateStatus, delay time.Duration, p gcraParams) {
+	now := l.now()
+	if until := l.refused.Load(); now < until && time.Duration(until-now) > maxWait {
+		return l.refusal(time.Duration(until - now)), 0, gcraParams{}
+	}
+	st, delay, err := l.shared.Take(ctx, l.key, l.limit, l.burst, maxWait)
+	if err == nil {
+		st.Limit, st.Burst = l.limit, l.burst
+		if !st.Allowed {
+			st.RetryAfter = max(st.RetryAfter, time.Nanosecond)
+			l.refused.Store(now + int64(st.RetryAfter))
+			delay = 0
+		}
+		return st, max(0, delay), gcraParams{}
+	}
+	p = l.localParams()
+	ok, d, tat := l.cell.take(p, now, int64(maxWait))
+	st = l.status(p, tat, now)
+	st.Allowed = ok
+	if !ok {
+		return st, 0, gcraParams{}
+	}
+	return st, time.Duration(d), p
+}
+
+// refusal is the status of a cached refusal that ends after retry: the
+// bucket holds less than one token, so it is full again retry plus
+// burst-1 intervals later.
+func (l *RateLimiter) refusal(retry time.Duration) RateStatus {
+	return RateStatus{Limit: l.limit, Burst: l.burst, RetryAfter: retry, Reset: retry + time.Duration(l.p.capacity-l.p.interval)}
+}
+
+// localParams is the policy of the local bucket: the whole limit, or with
+// a shared limiter the replica's share of it.
+func (l *RateLimiter) localParams() gcraParams {
+	if l.shared == nil {
+		return l.p
+	}
+	return l.p.share(l.shared.Replicas())
+}
+
+// localStatus is what this replica knows of its quota at now: a refusal
+// the shared store gave, while it lasts, or the local bucket.
+func (l *RateLimiter) localStatus(now int64) RateStatus {
+	if l.shared != nil {
+		if until := l.refused.Load(); now < until {
+			return l.refusal(time.Duration(until - now))
+		}
+	}
+	return l.status(l.localParams(), l.cell.tat.Load(), now)
+}

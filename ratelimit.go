@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -36,6 +37,7 @@ func (f rateLimitOptionFunc) applyRateLimit(c *rateLimitConfig) { f(c) }
 
 type rateLimitConfig struct {
 	start   time.Time // the limiters' clock origin
+	shared  SharedLimiter
 	limit   rate.Limit
 	burst   int
 	maxWait time.Duration
@@ -123,6 +125,9 @@ type RateLimiter struct {
 	p       gcraParams
 	start   time.Time // the clock's origin
 	cell    gcra
+
+	shared  SharedLimiter
+	refused atomic.Int64 // shared: the store refused until then (clock ns)
 }
 
 // NewRateLimiter returns a token bucket of limit tokens per second and
@@ -139,7 +144,7 @@ func NewRateLimiter(limit rate.Limit, burst int, opts ...RateLimitOption) (*Rate
 }
 
 func (c *rateLimitConfig) newLimiter(key string) *RateLimiter {
-	return &RateLimiter{key: key, limit: c.limit, burst: c.burst, maxWait: c.maxWait, p: newGCRAParams(c.limit, c.burst), start: c.start}
+	return &RateLimiter{key: key, limit: c.limit, burst: c.burst, maxWait: c.maxWait, p: newGCRAParams(c.limit, c.burst), start: c.start, shared: c.shared}
 }
 
 // now is the limiter's clock: monotonic nanoseconds since its origin.
@@ -175,6 +180,10 @@ func (l *RateLimiter) Allow() bool {
 	if l == nil {
 		return true
 	}
+	if l.shared != nil {
+		st, _, _ := l.admitShared(context.Background(), 0)
+		return st.Allowed
+	}
 	ok, _, _ := l.cell.take(l.p, l.now(), 0)
 	return ok
 }
@@ -197,7 +206,20 @@ func (l *RateLimiter) wait(ctx context.Context, dl time.Time) error {
 	if left, ok := timeLeft(ctx, dl, time.Now()); ok && left <= maxWait {
 		maxWait = max(0, left-1) // a wait must end before the deadline
 	}
-	ok, delay, _ := l.cell.take(l.p, l.now(), int64(maxWait))
+	p := l.p
+	var ok bool
+	var delay int64
+	if l.shared != nil {
+		var st RateStatus
+		var d time.Duration
+		st, d, p = l.admitShared(ctx, maxWait)
+		ok, delay = st.Allowed, int64(d)
+		if !ok {
+			delay = int64(st.RetryAfter)
+		}
+	} else {
+		ok, delay, _ = l.cell.take(p, l.now(), int64(maxWait))
+	}
 	if !ok {
 		return &RateLimitError{Key: l.key, Wait: time.Duration(delay)}
 	}
@@ -210,7 +232,9 @@ func (l *RateLimiter) wait(ctx context.Context, dl time.Time) error {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		l.cell.cancel(l.p)
+		if p.interval != 0 {
+			l.cell.cancel(p) // a turn reserved in the shared store stays spent
+		}
 		return ctx.Err()
 	}
 }
@@ -231,8 +255,8 @@ func (l *RateLimiter) Peek() (ok bool, wait time.Duration) {
 	if l == nil {
 		return true, 0
 	}
-	_, retry, _ := l.p.status(l.cell.tat.Load(), l.now())
-	return retry == 0, retry
+	st := l.localStatus(l.now())
+	return st.RetryAfter == 0, st.RetryAfter
 }
 
 // RateStatus is a limiter's quota at one instant, with the numbers the
@@ -261,7 +285,7 @@ func (l *RateLimiter) Status() RateStatus {
 	if l == nil {
 		return RateStatus{Allowed: true, Limit: Unlimited}
 	}
-	st := l.status(l.p, l.cell.tat.Load(), l.now())
+	st := l.localStatus(l.now())
 	st.Allowed = st.Remaining > 0
 	return st
 }
@@ -269,9 +293,15 @@ func (l *RateLimiter) Status() RateStatus {
 // Take is [RateLimiter.Allow] reporting the quota left afterwards: what an
 // inbound rate limit needs to answer with RateLimit fields, or with 429 and
 // Retry-After.
-func (l *RateLimiter) Take() RateStatus {
+func (l *RateLimiter) Take() RateStatus { return l.take(context.Background()) }
+
+func (l *RateLimiter) take(ctx context.Context) RateStatus {
 	if l == nil {
 		return RateStatus{Allowed: true, Limit: Unlimited}
+	}
+	if l.shared != nil {
+		st, _, _ := l.admitShared(ctx, 0)
+		return st
 	}
 	now := l.now()
 	ok, _, tat := l.cell.take(l.p, now, 0)
@@ -293,10 +323,12 @@ func (l *RateLimiter) Reset() {
 		return
 	}
 	l.cell.tat.Store(0)
+	l.refused.Store(0)
 }
 
 func (l *RateLimiter) evictable() bool {
-	return l.cell.tat.Load() <= l.now()
+	now := l.now()
+	return l.cell.tat.Load() <= now && l.refused.Load() <= now
 }
 
 // RateLimitSnapshot is a point-in-time view of one rate limiter.
@@ -320,9 +352,14 @@ func (l *RateLimiter) Snapshot() RateLimitSnapshot {
 	if l == nil {
 		return RateLimitSnapshot{Limit: float64(Unlimited)}
 	}
-	tat, now := l.cell.tat.Load(), l.now()
-	_, w, _ := l.p.status(tat, now)
-	return RateLimitSnapshot{Key: l.key, Limit: float64(l.limit), Burst: l.burst, Tokens: l.p.tokens(tat, now), Limited: w > 0, Wait: w, WaitSeconds: w.Seconds()}
+	now := l.now()
+	st := l.localStatus(now)
+	tokens := l.localParams().tokens(l.cell.tat.Load(), now)
+	if st.Remaining == 0 {
+		tokens = min(tokens, 0)
+	}
+	w := st.RetryAfter
+	return RateLimitSnapshot{Key: l.key, Limit: float64(l.limit), Burst: l.burst, Tokens: tokens, Limited: w > 0, Wait: w, WaitSeconds: w.Seconds()}
 }
 
 // RateLimiters is a registry of token buckets, one [RateLimiter] per key,
@@ -413,6 +450,11 @@ func (rs *RateLimiters) Wait(ctx context.Context, key string) error {
 // Take is [RateLimiters.Allow] reporting key's quota afterwards. See
 // [RateLimiter.Take].
 func (rs *RateLimiters) Take(key string) RateStatus { return rs.Get(key).Take() }
+
+// take is Take on ctx (a shared limiter's round trip runs on it).
+func (rs *RateLimiters) take(ctx context.Context, key string) RateStatus {
+	return rs.Get(key).take(ctx)
+}
 
 // Peek reports whether key would be admitted now and, if not, how long
 // until it would. See [RateLimiter.Peek].
