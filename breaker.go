@@ -371,14 +371,24 @@ func (b *Breaker) Trip(d time.Duration) {
 	if d <= 0 {
 		d = b.bs.cfg.openTimeout
 	}
+	b.forceOpen(d, ReasonTrip, func(int64) bool { return true })
+}
+
+// forceOpen opens the breaker for d with reason when ok, called under the
+// breaker's lock with the current time, agrees.
+func (b *Breaker) forceOpen(d time.Duration, reason Reason, ok func(now int64) bool) {
 	b.mu.Lock()
 	now := b.bs.now()
+	if !ok(now) {
+		b.mu.Unlock()
+		return
+	}
 	b.needOK = b.bs.cfg.successes
 	b.openedAt = now
 	b.openUntil.Store(now + int64(d))
 	b.openErr.Store(&BreakerError{Key: b.key, State: StateOpen, OpenUntil: b.bs.wall(now + int64(d))})
 	b.clearCounts()
-	t := b.transitionLocked(StateOpen, ReasonTrip)
+	t := b.transitionLocked(StateOpen, reason)
 	t.OpenFor = d
 	b.queue(t)
 	b.mu.Unlock()
@@ -391,8 +401,12 @@ func (b *Breaker) Reset() {
 	if b == nil {
 		return
 	}
+	b.reset(ReasonReset)
+}
+
+func (b *Breaker) reset(reason Reason) {
 	b.mu.Lock()
-	b.toClosedLocked(ReasonReset)
+	b.toClosedLocked(reason)
 	b.mu.Unlock()
 	b.bs.flush()
 }

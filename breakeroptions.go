@@ -54,6 +54,7 @@ type breakerConfig struct {
 	idleTTL        time.Duration
 	listeners      []func(Transition)
 	autoWithin     bool // the Window's within was left to be sized
+	bus            ClusterBus
 }
 
 // WithPolicy sets the counting policy. Default: Window(10, auto).

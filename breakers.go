@@ -53,6 +53,7 @@ func NewBreakers(opts ...BreakerOption) (*Breakers, error) {
 	bs.listeners.Store(&ls)
 	if cfg.mode != ModeDisabled {
 		bs.m = newKeyedMap(cfg.maxKeys, cfg.idleTTL, bs.newBreaker, (*Breaker).evictable)
+		bs.joinCluster()
 	}
 	return bs, nil
 }

@@ -2,6 +2,7 @@ package breakwater
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -132,4 +133,82 @@ func (l *RateLimiter) localStatus(now int64) RateStatus {
 		}
 	}
 	return l.status(l.localParams(), l.cell.tat.Load(), now)
+}
+
+// WithSharedPauses shares the gates' pauses through bus: a pause this
+// replica sets (a 429's Retry-After, a spent quota, [PauseGates.Pause])
+// holds the key on every replica for the time it has left, and
+// [PauseGates.Resume] ends it everywhere. Pauses travel asynchronously: a
+// call already admitted elsewhere when the pause is set still goes out,
+// and checking a key stays one atomic load, with no round trip. What a
+// replica receives it applies without publishing again. Default: local.
+func WithSharedPauses(bus ClusterBus) PauseOption {
+	return pauseOptionFunc(func(c *pauseConfig) { c.bus = bus })
+}
+
+// applyRemote applies another replica's pause or resume.
+func (g *PauseGates) applyRemote(e ClusterEvent) {
+	if e.For > 0 {
+		g.pause(e.Key, e.For, false)
+		return
+	}
+	g.resume(e.Key)
+}
+
+// WithSharedTrips shares the breakers' trips through bus. A breaker that
+// opens on its own failures, or by [Breaker.Trip], publishes the opening;
+// every other replica opens its breaker of the key for the time left
+// (plus jitter, the open jitter or at least 10 %, so that the replicas do
+// not probe in lockstep), with reason [ReasonCluster], and recovers
+// through its own half-open probes. [Breaker.Reset] closes the key on
+// every replica. Closing by probes stays local: each replica finds out for
+// itself that the dependency is back.
+//
+// Admission never touches the network: trips travel after the fact, and
+// what a replica receives it applies without publishing again. Whether a
+// trip needs a quorum of replicas is the bus's setting. Default: local.
+func WithSharedTrips(bus ClusterBus) BreakerOption {
+	return breakerOptionFunc(func(c *breakerConfig) { c.bus = bus })
+}
+
+// joinCluster publishes the registry's own openings and resets and applies
+// the other replicas' ones.
+func (bs *Breakers) joinCluster() {
+	bus := bs.cfg.bus
+	if bus == nil {
+		return
+	}
+	bs.addListener(func(t Transition) {
+		switch {
+		case t.To == StateOpen && (t.Reason == ReasonFailures || t.Reason == ReasonProbeFailed):
+			bus.Publish(ClusterEvent{Key: t.Key, For: t.OpenFor})
+		case t.To == StateOpen && t.Reason == ReasonTrip:
+			bus.Publish(ClusterEvent{Key: t.Key, For: t.OpenFor, Manual: true})
+		case t.To == StateClosed && t.Reason == ReasonReset:
+			bus.Publish(ClusterEvent{Key: t.Key, Manual: true})
+		}
+	})
+	bus.Subscribe(bs.applyRemote)
+}
+
+// applyRemote applies another replica's trip or reset.
+func (bs *Breakers) applyRemote(e ClusterEvent) {
+	if e.For <= 0 {
+		if b, ok := bs.Lookup(e.Key); ok && b.State() != StateClosed {
+			b.reset(ReasonCluster)
+		}
+		return
+	}
+	b := bs.Get(e.Key)
+	j := bs.cfg.jitter
+	if j < DefaultOpenJitter {
+		j = DefaultOpenJitter
+	}
+	d := e.For + time.Duration(rand.Float64()*j*float64(e.For))
+	b.forceOpen(d, ReasonCluster, func(now int64) bool {
+		// Already open for at least as long: nothing to do (a trip seen
+		// again by a periodic read, or one this replica had too).
+		_, s := unpack(b.sg.Load())
+		return s != StateOpen || b.openUntil.Load() < now+int64(e.For)
+	})
 }

@@ -181,3 +181,126 @@ func equalInts(a, b []int) bool {
 	}
 	return true
 }
+
+// hub is an in-memory cluster bus: each replica's bus delivers what the
+// others publish, synchronously.
+type hub struct {
+	mu    sync.Mutex
+	subs  map[*hubBus][]func(bw.ClusterEvent)
+	sent  []bw.ClusterEvent
+	buses []*hubBus
+}
+
+type hubBus struct{ h *hub }
+
+func (h *hub) bus() *hubBus {
+	b := &hubBus{h: h}
+	h.mu.Lock()
+	h.buses = append(h.buses, b)
+	h.mu.Unlock()
+	return b
+}
+
+func (b *hubBus) Publish(e bw.ClusterEvent) {
+	b.h.mu.Lock()
+	b.h.sent = append(b.h.sent, e)
+	var fns []func(bw.ClusterEvent)
+	for other, fs := range b.h.subs {
+		if other != b {
+			fns = append(fns, fs...)
+		}
+	}
+	b.h.mu.Unlock()
+	for _, fn := range fns {
+		fn(e)
+	}
+}
+
+func (b *hubBus) Subscribe(fn func(bw.ClusterEvent)) {
+	b.h.mu.Lock()
+	defer b.h.mu.Unlock()
+	if b.h.subs == nil {
+		b.h.subs = map[*hubBus][]func(bw.ClusterEvent){}
+	}
+	b.h.subs[b] = append(b.h.subs[b], fn)
+}
+
+func (h *hub) published() []bw.ClusterEvent {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]bw.ClusterEvent(nil), h.sent...)
+}
+
+func TestSharedTrips(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &hub{}
+		var remote []bw.Transition
+		a, err := bw.NewBreakers(bw.WithPolicy(bw.Consecutive(2)), bw.WithOpenTimeout(time.Second, time.Minute), bw.WithOpenJitter(0), bw.WithSharedTrips(h.bus()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := bw.NewBreakers(bw.WithOpenJitter(0), bw.WithSharedTrips(h.bus()), bw.OnTransition(func(tr bw.Transition) { remote = append(remote, tr) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Melt("api", bw.ServerError)
+		a.Melt("api", bw.ServerError)
+		if a.State("api") != bw.StateOpen || b.State("api") != bw.StateOpen {
+			t.Fatalf("after A opened: A %v, B %v", a.State("api"), b.State("api"))
+		}
+		if len(remote) != 1 || remote[0].Reason != bw.ReasonCluster || remote[0].OpenFor < time.Second || remote[0].OpenFor > 1100*time.Millisecond {
+			t.Fatalf("B's transitions %+v: want one opening by the cluster for 1 s plus at most 10 %% jitter", remote)
+		}
+		if sent := h.published(); len(sent) != 1 || sent[0].Manual || sent[0].For != time.Second {
+			t.Fatalf("published %+v: want A's opening only (B's must not echo)", sent)
+		}
+		// B recovers on its own: half-open after its (jittered) open time.
+		time.Sleep(remote[0].OpenFor)
+		if s := b.State("api"); s != bw.StateHalfOpen {
+			t.Fatalf("B after its open time: %v", s)
+		}
+		// A manual trip and reset reach every replica.
+		a.Trip("db", 5*time.Second)
+		if b.State("db") != bw.StateOpen {
+			t.Fatalf("B after A's Trip: %v", b.State("db"))
+		}
+		a.Reset("db")
+		if b.State("db") != bw.StateClosed {
+			t.Fatalf("B after A's Reset: %v", b.State("db"))
+		}
+		if sent := h.published(); len(sent) != 3 || !sent[1].Manual || !sent[2].Manual || sent[2].For != 0 {
+			t.Fatalf("published %+v", sent)
+		}
+	})
+}
+
+func TestSharedPauses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &hub{}
+		a, err := bw.NewPauseGates(bw.WithSharedPauses(h.bus()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := bw.NewPauseGates(bw.WithSharedPauses(h.bus()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Observe("api.example", bw.Outcome{Category: bw.Throttled, HasRetryAfter: true, RetryAfter: 2 * time.Second})
+		if r := b.Remaining("api.example"); r != 2*time.Second {
+			t.Fatalf("B paused for %v after A's 429, want 2s", r)
+		}
+		a.Pause("api.example", time.Second) // shorter: no change, nothing sent
+		if sent := h.published(); len(sent) != 1 {
+			t.Fatalf("published %+v: want one pause (B's must not echo, a shorter one changes nothing)", sent)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := b.Wait(ctx, "api.example"); !errors.Is(err, bw.ErrPaused) {
+			t.Fatalf("B's call during A's pause: %v", err)
+		}
+		a.Resume("api.example")
+		if r := b.Remaining("api.example"); r != 0 {
+			t.Fatalf("B still paused for %v after A's Resume", r)
+		}
+	})
+}

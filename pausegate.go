@@ -22,6 +22,7 @@ type pauseConfig struct {
 	maxWait  time.Duration // < 0: up to maxPause
 	maxKeys  int
 	idleTTL  time.Duration
+	bus      ClusterBus
 }
 
 // WithMaxPause caps every pause: a longer hint pauses the key for d.
@@ -104,6 +105,9 @@ func newPauseGates(defaults, opts []PauseOption) (*PauseGates, error) {
 	}
 	g := &PauseGates{cfg: c, start: time.Now()}
 	g.m = newKeyedMap(c.maxKeys, c.idleTTL, func(key string) *pauseGate { return &pauseGate{key: key} }, g.evictable)
+	if c.bus != nil {
+		c.bus.Subscribe(g.applyRemote)
+	}
 	return g, nil
 }
 
@@ -132,6 +136,12 @@ func (g *PauseGates) gate(key string) (*pauseGate, bool) {
 // is already paused for longer. It returns when the key's pause ends (the
 // zero time when d <= 0 or g is nil).
 func (g *PauseGates) Pause(key string, d time.Duration) time.Time {
+	return g.pause(key, d, g != nil && g.cfg.bus != nil)
+}
+
+// pause is Pause, publishing an extended pause to the cluster bus when
+// publish is set.
+func (g *PauseGates) pause(key string, d time.Duration, publish bool) time.Time {
 	if g == nil || d <= 0 {
 		return time.Time{}
 	}
@@ -153,6 +163,9 @@ func (g *PauseGates) Pause(key string, d time.Duration) time.Time {
 		}
 	}
 	pg.changed()
+	if publish {
+		g.cfg.bus.Publish(ClusterEvent{Key: key, For: time.Duration(until - g.now())})
+	}
 	return g.wall(until)
 }
 
@@ -177,11 +190,19 @@ func (g *PauseGates) ObserveHeaders(key string, h http.Header) {
 	}
 }
 
-// Resume ends key's pause now and wakes the calls waiting for it.
+// Resume ends key's pause now and wakes the calls waiting for it; with
+// [WithSharedPauses] it ends on every replica.
 func (g *PauseGates) Resume(key string) {
 	if g == nil {
 		return
 	}
+	g.resume(key)
+	if g.cfg.bus != nil {
+		g.cfg.bus.Publish(ClusterEvent{Key: key, Manual: true})
+	}
+}
+
+func (g *PauseGates) resume(key string) {
 	if pg, ok := g.m.lookup(key); ok && pg.until.Swap(0) != 0 {
 		pg.changed()
 	}

@@ -38,11 +38,12 @@ const (
 	ReasonTrip            Reason = "trip"             // forced open with Trip
 	ReasonReset           Reason = "reset"            // forced closed with Reset
 	ReasonRecovery        Reason = "recovery_signal"  // RecordSuccess while open or half-open
+	ReasonCluster         Reason = "cluster"          // another replica tripped or reset the key (WithSharedTrips)
 )
 
 // Reasons returns every transition reason, for metric label sets.
 func Reasons() []Reason {
-	return []Reason{ReasonFailures, ReasonProbeFailed, ReasonOpenElapsed, ReasonProbesSucceeded, ReasonTrip, ReasonReset, ReasonRecovery}
+	return []Reason{ReasonFailures, ReasonProbeFailed, ReasonOpenElapsed, ReasonProbesSucceeded, ReasonTrip, ReasonReset, ReasonRecovery, ReasonCluster}
 }
 
 // Transition describes one state change of one breaker. Listeners receive
