@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -303,4 +304,26 @@ func TestSharedPauses(t *testing.T) {
 			t.Fatalf("B still paused for %v after A's Resume", r)
 		}
 	})
+}
+
+func TestExplainSaysWhatIsShared(t *testing.T) {
+	h := &hub{}
+	tr, err := bw.NewTransport(
+		bw.WithRateLimit(100, 10, bw.WithSharedLimiter(&fakeShared{replicas: 3})),
+		bw.WithPauseGate(bw.WithSharedPauses(h.bus())),
+		bw.WithBreaker(bw.WithSharedTrips(h.bus())),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := tr.Explain()
+	for _, want := range []string{
+		"rate limit       shared: one quota for all replicas, one store round trip per attempt; while the store fails, this replica's share (1/3)",
+		"pauses           shared: a pause set here holds every replica",
+		"breaker trips    shared: openings and resets reach every replica after the fact (admission stays local)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("Explain lacks %q:\n%s", want, out)
+		}
+	}
 }

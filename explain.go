@@ -43,7 +43,8 @@ func (c *config) worstPlan() time.Duration {
 
 // Explain describes in plain words what the transport will do, with its
 // defaults resolved: the retry plan, when the breaker opens and for how
-// long, and what a fully failing call costs. It is meant for a reviewer of
+// long, which state is shared with other replicas, and what a fully
+// failing call costs. It is meant for a reviewer of
 // a configuration, a startup log line or a test golden file.
 func (t *Transport) Explain() string {
 	c := &t.cfg
@@ -98,6 +99,8 @@ func (t *Transport) Explain() string {
 			line(2, "fault injection", "rejects %.0f%% of admissions", bc.faultRate*100)
 		}
 	}
+
+	t.explainShared(&b, line)
 
 	b.WriteString("  a fully failing call\n")
 	wait := t.cfg.worstPlan()

@@ -64,6 +64,10 @@ func ExampleTransport_Explain() {
 	//     opens after      11 failures within 10s (one charge per call that gives up)
 	//     open for         5s, doubling on each reopen up to 60s, +10% jitter
 	//     half-open        1 probe(s) at a time, 2 success(es) to close
+	//   across replicas
+	//     rate limit       none
+	//     pauses           this replica's own
+	//     breaker trips    this replica's own
 	//   a fully failing call
 	//     waits            up to 300ms between attempts
 	//     takes            at most 30s (the call timeout)
