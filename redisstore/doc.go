@@ -32,6 +32,20 @@
 // that succeeds restores shared mode. Nothing is refused because Redis
 // failed.
 //
+// Build the client with ContextTimeoutEnabled (otherwise go-redis ignores
+// deadlines, and the Store must watch each call on a goroutine of its
+// own), MaxRetries: -1 (the Store retries by itself, after its retry
+// interval) and DialerRetries: 1. With go-redis's defaults a dead server
+// makes the pool hold its dial error for up to a second after Redis is
+// back, and shared mode returns that much later:
+//
+//	client := redis.NewClient(&redis.Options{
+//		Addr:                  "localhost:6379",
+//		ContextTimeoutEnabled: true,
+//		MaxRetries:            -1,
+//		DialerRetries:         1,
+//	})
+//
 // # Keys
 //
 // Every key starts with the namespace ([WithNamespace], "breakwater"). A

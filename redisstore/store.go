@@ -162,6 +162,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	s.replicas.Store(1)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if c.replicas == 0 {
+		s.firstBeat()
 		s.wg.Go(s.heartbeatLoop)
 	}
 	return s, nil
@@ -342,15 +343,27 @@ func (s *Store) beat() {
 	}
 }
 
+// firstBeat announces the replica before New returns, so that the count
+// is right from the first call; it waits up to a second for Redis, and a
+// failure leaves the count at 1 until the next beat.
+func (s *Store) firstBeat() {
+	ctx, cancel := context.WithTimeout(s.ctx, time.Second)
+	defer cancel()
+	n, err := heartbeatScript.Run(ctx, s.client, []string{s.replicasKey()}, s.cfg.id, 3*s.cfg.heartbeat.Milliseconds()).Int64()
+	if err == nil && n > 0 {
+		s.replicas.Store(n)
+	}
+}
+
 func (s *Store) heartbeatLoop() {
 	t := time.NewTicker(s.cfg.heartbeat)
 	defer t.Stop()
 	for {
-		s.beat()
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-t.C:
+			s.beat()
 		}
 	}
 }

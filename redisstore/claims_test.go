@@ -1,0 +1,538 @@
+package redisstore_test
+
+// The claims of cluster mode, shown on a real redis-server that each test
+// starts on a free loopback port (redistest). Each "replica" is a full
+// stack of its own: its own go-redis client and connection pool, Store,
+// registries, HTTP server and Transport, as separate processes would
+// have; they share nothing but Redis.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	bw "github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/redisstore"
+	"github.com/breakwater-go/breakwater/redisstore/redistest"
+)
+
+// claimBudget is the store budget of these tests: generous, because the
+// race detector on a small shared machine slows every call; the outage
+// test checks the default budget separately.
+const claimBudget = 50 * time.Millisecond
+
+func newRedisClient(t testing.TB, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, DialTimeout: 100 * time.Millisecond, MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// stamps records times, safe for concurrent use.
+type stamps struct {
+	mu sync.Mutex
+	ts []time.Time
+}
+
+func (s *stamps) add(t time.Time) {
+	s.mu.Lock()
+	s.ts = append(s.ts, t)
+	s.mu.Unlock()
+}
+
+func (s *stamps) all() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Clone(s.ts)
+	slices.SortFunc(out, func(a, b time.Time) int { return a.Compare(b) })
+	return out
+}
+
+// maxInWindow is the largest number of times within any window of d.
+func maxInWindow(ts []time.Time, d time.Duration) int {
+	best, j := 0, 0
+	for i := range ts {
+		for ts[i].Sub(ts[j]) >= d {
+			j++
+		}
+		best = max(best, i-j+1)
+	}
+	return best
+}
+
+// TestClaimSharedLimits: three replicas share one inbound per-client limit
+// (40/s, burst 10) and one outbound quota (20/s, burst 5). The client is
+// admitted, and the upstream reached, at most limit + burst times in any
+// 1 s window across all replicas together, and each replica gets a fair
+// share.
+func TestClaimSharedLimits(t *testing.T) {
+	srv := redistest.New(t)
+	var upstreamHits stamps
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		upstreamHits.add(time.Now())
+	}))
+	defer upstream.Close()
+
+	const (
+		inLimit, inBurst   = 40, 10
+		outLimit, outBurst = 20, 5
+	)
+	var clientAdmitted stamps
+	type replica struct {
+		store    *redisstore.Store
+		srv      *httptest.Server
+		admitted atomic.Int64
+		upstream atomic.Int64
+	}
+	replicas := make([]*replica, 3)
+	for i := range replicas {
+		// A wide budget: this test is about shared mode, not the fallback.
+		store := newStore(t, newRedisClient(t, srv.Addr), redisstore.WithBudget(200*time.Millisecond), redisstore.WithHeartbeat(100*time.Millisecond))
+		rl, err := bw.NewRateLimiters(inLimit, inBurst, bw.WithSharedLimiter(store.Limiter("inbound")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		crl, err := bw.NewClientRateLimit(rl, bw.RemoteAddrKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := bw.NewTransport(bw.WithRateLimit(outLimit, outBurst, bw.WithSharedLimiter(store.Limiter("upstream")), bw.WithRateLimitWait(0)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		client := &http.Client{Transport: tr}
+		rep := &replica{store: store}
+		rep.srv = httptest.NewServer(crl.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			clientAdmitted.add(time.Now())
+			rep.admitted.Add(1)
+			resp, err := client.Get(upstream.URL)
+			if err != nil {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			rep.upstream.Add(1)
+		})))
+		defer rep.srv.Close()
+		defer client.CloseIdleConnections()
+		replicas[i] = rep
+	}
+
+	// The client offers about 300 requests/s, spread over the replicas,
+	// for 2.5 s.
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(2500 * time.Millisecond)
+	for _, rep := range replicas {
+		for range 2 {
+			wg.Go(func() {
+				c := &http.Client{}
+				defer c.CloseIdleConnections()
+				for time.Now().Before(deadline) {
+					if resp, err := c.Get(rep.srv.URL); err == nil {
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					}
+					time.Sleep(6 * time.Millisecond)
+				}
+			})
+		}
+	}
+	wg.Wait()
+
+	in, out := clientAdmitted.all(), upstreamHits.all()
+	inMax, outMax := maxInWindow(in, time.Second), maxInWindow(out, time.Second)
+	t.Logf("client admitted %d in 2.5 s, at most %d in any 1 s (limit %d + burst %d)", len(in), inMax, inLimit, inBurst)
+	t.Logf("upstream reached %d times, at most %d in any 1 s (quota %d + burst %d)", len(out), outMax, outLimit, outBurst)
+	if inMax > inLimit+inBurst || outMax > outLimit+outBurst {
+		t.Fatalf("a shared limit was exceeded: inbound %d > %d or outbound %d > %d", inMax, inLimit+inBurst, outMax, outLimit+outBurst)
+	}
+	if len(in) < inLimit || len(out) < outLimit {
+		t.Fatalf("too little admitted (%d inbound, %d outbound): the test shows nothing", len(in), len(out))
+	}
+	for i, rep := range replicas {
+		if st := rep.store.Stats(); st.Fails != 0 || rep.store.Replicas() != 3 {
+			t.Errorf("replica %d fell back to its local share (%+v, %d replicas counted): the run shows the fallback, not shared mode", i, st, rep.store.Replicas())
+		}
+		a, u := rep.admitted.Load(), rep.upstream.Load()
+		t.Logf("replica %d: admitted %d, reached the upstream %d times; store %+v", i, a, u, rep.store.Stats())
+		if a < int64(len(in))/6 || u < int64(len(out))/6 {
+			t.Errorf("replica %d got %d of %d admissions and %d of %d upstream calls: not a fair share", i, a, len(in), u, len(out))
+		}
+	}
+}
+
+// TestClaimSharedPause: one replica's 429 with Retry-After: 1 holds the
+// upstream's key on every replica: no replica sends a request before the
+// pause ends, once the pause has reached it.
+func TestClaimSharedPause(t *testing.T) {
+	srv := redistest.New(t)
+	var (
+		mu      sync.Mutex
+		t429    time.Time
+		arrived []time.Time
+	)
+	start := time.Now()
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		now := time.Now()
+		arrived = append(arrived, now)
+		if t429.IsZero() && now.Sub(start) > 300*time.Millisecond {
+			t429 = now
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	}))
+	defer upstream.Close()
+
+	var wg sync.WaitGroup
+	deadline := start.Add(1800 * time.Millisecond)
+	for i := range 3 {
+		store := newStore(t, newRedisClient(t, srv.Addr), redisstore.WithBudget(claimBudget))
+		bus, err := store.Bus("pauses")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := bw.NewTransport(bw.WithPauseGate(bw.WithSharedPauses(bus)), bw.WithMaxAttempts(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		client := &http.Client{Transport: tr}
+		defer client.CloseIdleConnections()
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, upstream.URL+fmt.Sprint("/?r=", i), nil)
+				if resp, err := client.Do(req); err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				cancel()
+				time.Sleep(3 * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+
+	mu.Lock()
+	defer mu.Unlock()
+	if t429.IsZero() {
+		t.Fatal("the upstream never answered 429")
+	}
+	// Requests already on their way when the 429 was written arrive
+	// within the propagation time; after that, none until the pause ends.
+	const grace = 20 * time.Millisecond
+	var inFlight, during, after int
+	for _, a := range arrived {
+		switch d := a.Sub(t429); {
+		case d <= 0:
+		case d < grace:
+			inFlight++
+		case d < time.Second:
+			during++
+		default:
+			after++
+		}
+	}
+	t.Logf("after the 429: %d requests within %v (already admitted), %d during the rest of the pause, %d after it", inFlight, grace, during, after)
+	if during != 0 {
+		t.Fatalf("%d requests reached the upstream during the pause", during)
+	}
+	if after == 0 {
+		t.Fatal("no request after the pause: the test shows nothing")
+	}
+}
+
+// trippedAt records when a registry's breaker of key opened by a trip
+// from another replica.
+type trippedAt struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+func (r *trippedAt) listener(name string) bw.BreakerOption {
+	return bw.OnTransition(func(tr bw.Transition) {
+		if tr.To == bw.StateOpen && tr.Reason == bw.ReasonCluster {
+			r.mu.Lock()
+			if _, ok := r.at[name]; !ok {
+				r.at[name] = time.Now()
+			}
+			r.mu.Unlock()
+		}
+	})
+}
+
+func (r *trippedAt) get(name string) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.at[name]
+	return t, ok
+}
+
+func waitFor(t *testing.T, d time.Duration, cond func() bool) bool {
+	t.Helper()
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		if cond() {
+			return true
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return cond()
+}
+
+// TestClaimTripPropagation: a breaker that opens on one replica is open on
+// every other one within 100 ms; a replica that starts later catches up
+// by reconciliation.
+func TestClaimTripPropagation(t *testing.T) {
+	srv := redistest.New(t)
+	rec := &trippedAt{at: map[string]time.Time{}}
+	var regs []*bw.Breakers
+	for i := range 3 {
+		store := newStore(t, newRedisClient(t, srv.Addr), redisstore.WithBudget(claimBudget))
+		bus, err := store.Bus("trips", redisstore.WithReconcile(100*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs, err := bw.NewBreakers(bw.WithPolicy(bw.Consecutive(3)), bw.WithOpenTimeout(3*time.Second, time.Minute), bw.WithSharedTrips(bus), rec.listener(fmt.Sprint(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		regs = append(regs, bs)
+	}
+	time.Sleep(100 * time.Millisecond) // subscriptions established
+	start := time.Now()
+	for range 3 {
+		regs[0].Melt("payments", bw.ServerError)
+	}
+	if regs[0].State("payments") != bw.StateOpen {
+		t.Fatal("replica 0 did not open")
+	}
+	for i := 1; i < 3; i++ {
+		if !waitFor(t, time.Second, func() bool { _, ok := rec.get(fmt.Sprint(i)); return ok }) {
+			t.Fatalf("replica %d never opened", i)
+		}
+		at, _ := rec.get(fmt.Sprint(i))
+		lag := at.Sub(start)
+		t.Logf("replica %d open %v after replica 0", i, lag)
+		if lag > 100*time.Millisecond {
+			t.Errorf("replica %d opened %v after replica 0, want within 100ms", i, lag)
+		}
+		if _, err := regs[i].Allow("payments"); !errors.Is(err, bw.ErrCircuitOpen) {
+			t.Errorf("replica %d admits: %v", i, err)
+		}
+	}
+	// A replica that starts now catches up by reading the shared state.
+	store := newStore(t, newRedisClient(t, srv.Addr), redisstore.WithBudget(claimBudget))
+	bus, _ := store.Bus("trips", redisstore.WithReconcile(100*time.Millisecond))
+	late, _ := bw.NewBreakers(bw.WithSharedTrips(bus))
+	if !waitFor(t, time.Second, func() bool { return late.State("payments") == bw.StateOpen }) {
+		t.Fatal("a late replica never learned the trip")
+	}
+	// A reset on any replica closes the key everywhere.
+	regs[2].Reset("payments")
+	for i, bs := range append(regs[:2], late) {
+		if !waitFor(t, time.Second, func() bool { return bs.State("payments") == bw.StateClosed }) {
+			t.Fatalf("registry %d still %v after a reset elsewhere", i, bs.State("payments"))
+		}
+	}
+}
+
+// TestClaimQuorum: with a quorum of 2, one replica's trip stays its own;
+// a second replica's trip opens the third.
+func TestClaimQuorum(t *testing.T) {
+	srv := redistest.New(t)
+	var regs []*bw.Breakers
+	for range 3 {
+		store := newStore(t, newRedisClient(t, srv.Addr), redisstore.WithBudget(claimBudget))
+		bus, _ := store.Bus("trips", redisstore.WithQuorum(2), redisstore.WithReconcile(100*time.Millisecond))
+		bs, _ := bw.NewBreakers(bw.WithPolicy(bw.Consecutive(1)), bw.WithSharedTrips(bus))
+		regs = append(regs, bs)
+	}
+	time.Sleep(100 * time.Millisecond)
+	regs[0].Melt("search", bw.ServerError)
+	time.Sleep(300 * time.Millisecond) // three reconcile rounds
+	if s1, s2 := regs[1].State("search"), regs[2].State("search"); s1 != bw.StateClosed || s2 != bw.StateClosed {
+		t.Fatalf("one replica's trip spread without quorum: %v %v", s1, s2)
+	}
+	regs[1].Melt("search", bw.ServerError)
+	if !waitFor(t, time.Second, func() bool { return regs[2].State("search") == bw.StateOpen }) {
+		t.Fatal("two replicas' trips did not open the third")
+	}
+}
+
+// TestClaimRedisKilled: Redis is killed mid-run (SIGKILL, by the PID the
+// test started) and restarted on the same port. No call fails because of
+// it, each admission during the outage returns within the store budget,
+// the stores are shared again within 1 s of Redis answering, and no
+// goroutine is left behind.
+func TestClaimRedisKilled(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) }) // after the server stops
+	srv := redistest.New(t)
+	const budget = 20 * time.Millisecond // the default 5 ms, widened for the race detector
+	type replica struct {
+		store *redisstore.Store
+		rl    *bw.RateLimiters
+		back  atomic.Int64 // unix ns of the last return to shared mode
+	}
+	var reps []*replica
+	var clients []*redis.Client
+	for range 3 {
+		rep := &replica{}
+		// The client settings README recommends: no retries inside a
+		// budget, one dial per attempt (see redisstore's package doc).
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, DialTimeout: 100 * time.Millisecond, MaxRetries: -1, DialerRetries: 1})
+		clients = append(clients, c)
+		s, err := redisstore.New(c, redisstore.WithBudget(budget), redisstore.WithHeartbeat(100*time.Millisecond), redisstore.OnModeChange(func(shared bool, err error) {
+			if shared {
+				rep.back.Store(time.Now().UnixNano())
+			}
+			t.Logf("%s shared=%v err=%v", time.Now().Format("15:04:05.000"), shared, err)
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep.store = s
+		// A limit the load never reaches: every refusal would be the outage's.
+		rep.rl, _ = bw.NewRateLimiters(100_000, 1000, bw.WithSharedLimiter(s.Limiter("inbound")), bw.WithRateLimitWait(0))
+		reps = append(reps, rep)
+	}
+	var (
+		refused   atomic.Int64
+		slowest   atomic.Int64 // ns, during the outage
+		outage    atomic.Bool
+		calls     atomic.Int64
+		wg        sync.WaitGroup
+		stop      = make(chan struct{})
+		slowCount atomic.Int64
+	)
+	for _, rep := range reps {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				t0 := time.Now()
+				ok := rep.rl.Allow("client")
+				d := time.Since(t0)
+				calls.Add(1)
+				if !ok {
+					refused.Add(1)
+				}
+				if outage.Load() {
+					if int64(d) > slowest.Load() {
+						slowest.Store(int64(d))
+					}
+					if d > budget+5*time.Millisecond {
+						slowCount.Add(1)
+					}
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond)
+	outage.Store(true)
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	time.Sleep(700 * time.Millisecond)
+	for i, rep := range reps {
+		if rep.store.Shared() {
+			t.Errorf("replica %d still in shared mode %v after the kill", i, time.Since(killed))
+		}
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	outage.Store(false)
+	time.Sleep(1500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+
+	t.Logf("%d admissions, %d refused; slowest during the outage %v (budget %v), %d over budget+5ms",
+		calls.Load(), refused.Load(), time.Duration(slowest.Load()), budget, slowCount.Load())
+	if refused.Load() != 0 {
+		t.Errorf("%d admissions refused because Redis was down", refused.Load())
+	}
+	if slowCount.Load() != 0 {
+		t.Errorf("%d admissions during the outage took longer than the budget + 5ms (slowest %v)", slowCount.Load(), time.Duration(slowest.Load()))
+	}
+	for i, rep := range reps {
+		back := time.Unix(0, rep.back.Load())
+		lag := back.Sub(restarted)
+		t.Logf("replica %d shared again %v after Redis answered", i, lag)
+		if !rep.store.Shared() || lag < 0 || lag > time.Second {
+			t.Errorf("replica %d: shared %v, back %v after the restart, want within 1s", i, rep.store.Shared(), lag)
+		}
+	}
+	for _, rep := range reps {
+		rep.store.Close()
+	}
+	for _, c := range clients {
+		c.Close()
+	}
+}
+
+// TestClaimRedisCluster runs the shared limit and trip propagation on a
+// Redis Cluster of three masters started by the test.
+func TestClaimRedisCluster(t *testing.T) {
+	cl := redistest.NewCluster(t, 3)
+	newCluster := func() *redis.ClusterClient {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	var stores []*redisstore.Store
+	var regs []*bw.RateLimiters
+	var brs []*bw.Breakers
+	for range 2 {
+		s := newStore(t, newCluster(), redisstore.WithBudget(claimBudget))
+		stores = append(stores, s)
+		rl, _ := bw.NewRateLimiters(1, 5, bw.WithSharedLimiter(s.Limiter("inbound")), bw.WithRateLimitWait(0))
+		regs = append(regs, rl)
+		bus, _ := s.Bus("trips")
+		bs, _ := bw.NewBreakers(bw.WithSharedTrips(bus))
+		brs = append(brs, bs)
+	}
+	// Keys spread over the slots of all three nodes: each admits its burst
+	// of 5 across both replicas together, and no more.
+	for k := range 12 {
+		key := fmt.Sprint("client-", k)
+		admitted := 0
+		for i := range 20 {
+			if regs[i%2].Allow(key) {
+				admitted++
+			}
+		}
+		if admitted != 5 {
+			t.Fatalf("key %s: admitted %d across two replicas, want the burst of 5", key, admitted)
+		}
+	}
+	for i, s := range stores {
+		if st := s.Stats(); st.Fails != 0 || !s.Shared() {
+			t.Fatalf("store %d on the cluster: %+v", i, st)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	brs[0].Trip("ledger", 5*time.Second)
+	if !waitFor(t, time.Second, func() bool { return brs[1].State("ledger") == bw.StateOpen }) {
+		t.Fatal("a trip did not cross the cluster")
+	}
+}
