@@ -20,10 +20,12 @@ func (c *call) closeBody() {
 	c.sent = true
 }
 
-// attemptContext returns the attempt's context: the caller's, bounded by the
-// attempt timeout and the call's deadline, whichever comes first, with the
-// matching cause.
+// attemptContext returns the attempt's context: the caller's, carrying the
+// attempt's number from the second on (see [AttemptFromContext]), bounded by
+// the attempt timeout and the call's deadline, whichever comes first, with
+// the matching cause.
 func (c *call) attemptContext() (context.Context, context.CancelFunc) {
+	ctx := withAttempt(c.ctx, c.attempts)
 	dl, cause := c.deadline, ErrCallTimeout
 	if d := c.pol.AttemptTimeout; d > 0 {
 		if a := time.Now().Add(d); dl.IsZero() || a.Before(dl) {
@@ -31,9 +33,9 @@ func (c *call) attemptContext() (context.Context, context.CancelFunc) {
 		}
 	}
 	if dl.IsZero() {
-		return c.ctx, nil
+		return ctx, nil
 	}
-	return context.WithDeadlineCause(c.ctx, dl, cause)
+	return context.WithDeadlineCause(ctx, dl, cause)
 }
 
 // attemptResult is one attempt's result and what it holds.
