@@ -1,0 +1,110 @@
+// Package otelbw exports breakwater's events to OpenTelemetry: metrics with
+// the same meaning as the prom package's, and events on the spans of the
+// calls they explain.
+//
+// It uses the OpenTelemetry API alone (go.opentelemetry.io/otel, its metric
+// and trace packages and a semconv package), never the SDK: the application
+// chooses and installs an SDK, or none. [New] builds an [Observer], a
+// breakwater Observer, on the global meter provider unless
+// [WithMeterProvider] names another:
+//
+//	obs, err := otelbw.New()
+//	if err != nil { … }
+//	tr, err := breakwater.NewTransport(breakwater.WithObserver(obs))
+//	client := &http.Client{Transport: otelhttp.NewTransport(tr)}
+//
+// The package is named otelbw, after the contrib modules' otel<library>
+// (otelhttp, otelgrpc), so that it imports beside go.opentelemetry.io/otel
+// without an alias on either, and reads as what it is at the call site.
+//
+// # Metrics
+//
+// Outbound, from a Transport's events (units per the OpenTelemetry
+// conventions; "calls" and "attempts" are the counts of their duration
+// histograms, as the HTTP conventions count requests):
+//
+//	breakwater.call.duration            histogram      s             key, category   calls that ended, by outcome category
+//	breakwater.attempt.duration         histogram      s             key, category   attempts that reached the base transport
+//	breakwater.retries                  counter        {retry}       key, category   retries decided, by the failed attempt's category
+//	breakwater.rejections               counter        {rejection}   key, mechanism  work refused by a mechanism (breaker, rate_limit, …)
+//	breakwater.wait.duration            histogram      s             key, mechanism  time spent waiting for a mechanism
+//	breakwater.call.active              updowncounter  {call}        key             calls inside RoundTrip (started, not yet ended)
+//	breakwater.breaker.status           updowncounter  1             key, state      1 for the state the breaker is in, 0 for the others
+//	breakwater.breaker.open_time        gauge          s             key             time since the breaker last left closed; 0 when closed
+//	breakwater.breaker.transitions      counter        {transition}  key, from, to, reason  breaker state changes
+//
+// Inbound, from the middleware's request events:
+//
+//	breakwater.inbound.requests          counter    {request}  http.route, http.request.method, http.response.status_code, category
+//	breakwater.inbound.request.duration  histogram  s          http.route
+//
+// The Prometheus collector's breakwater_retry_budget_exhausted_total is
+// breakwater.rejections with mechanism retry_budget here; its
+// breakwater_calls_total and breakwater_attempts_total are the counts of the
+// two duration histograms. Otherwise each instrument is the Prometheus
+// metric of the same meaning, so that both report the same numbers for the
+// same run, and the prom package's counting invariant holds here too:
+//
+//	calls + retries = attempts + rejections{mechanism != retry_budget}
+//
+// (but for calls canceled while waiting before a retry, one each).
+//
+// The histograms advise the prom package's bounds, 5 ms to 30 s; a view in
+// the SDK can change them. The breaker gauges are read when the SDK
+// collects, for every key seen: an open breaker whose open duration has
+// elapsed reads half-open, as [breakwater.Breaker.State] does, and when
+// several breakers share a key value the worst state shows. The meter is
+// named [ScopeName] and its schema URL is that of the semantic conventions
+// the attributes follow.
+//
+// # Attributes and their bounds
+//
+// Every attribute has a bounded set of values, those of the prom package's
+// labels:
+//
+//   - breakwater.key: the transport's key (host[:port] by default), passed
+//     through [WithKeyValue] when set, made valid UTF-8 and cut to 128 bytes;
+//     an empty key is "none". After [WithMaxKeys] distinct values (default
+//     100) every new one is reported as "other".
+//   - http.route: the chi route pattern of an inbound request (never the
+//     raw path), cleaned the same way, capped by [WithMaxRoutes] (default
+//     100) with the same overflow to "other".
+//   - breakwater.category: the names of [breakwater.Category] ("success",
+//     "server_error", …), "unknown" for anything else.
+//   - breakwater.mechanism: the names of [breakwater.Mechanism], "other"
+//     for anything else.
+//   - breakwater.breaker.state, .from and .to: "closed", "half_open",
+//     "open" ("unknown" for anything else); breakwater.breaker.reason: the
+//     names of [breakwater.Reason], "other" for anything else.
+//   - http.request.method: the nine methods of RFC 9110 and RFC 5789,
+//     "_OTHER" for anything else, as the HTTP conventions bound it.
+//   - http.response.status_code: the status, absent outside 100–599.
+//
+// # Span events
+//
+// Events that explain where a call's time went are added to the span in the
+// event's context when it is recording: the caller's span, or the one
+// otelhttp starts when it wraps the breakwater Transport (inbound, the
+// server span of the request). Their attributes:
+//
+//	breakwater.retry      breakwater.key, breakwater.attempt (the attempt that failed), breakwater.category,
+//	                      http.response.status_code (when there was one), breakwater.delay (seconds before the next attempt)
+//	breakwater.rejection  breakwater.key, breakwater.mechanism, breakwater.attempt (outbound),
+//	                      breakwater.retry_after (seconds, when the rejection knows), breakwater.error (its message)
+//	breakwater.wait       breakwater.key, breakwater.mechanism (rate_limit, pause, concurrency), breakwater.delay (seconds waited)
+//
+// A breaker rejection is a breakwater.rejection with mechanism "breaker", a
+// pause that held a call a breakwater.wait with mechanism "pause" (or a
+// rejection when the pause outlasts the call's deadline). Each kind of
+// event maps to a span event in one place, so a new kind (a hedge, when
+// breakwater sends them) is one more case there.
+//
+// # Performance
+//
+// Observing an event of a known key costs one map lookup and one or two
+// measurements with attribute sets made once per key value; it allocates
+// nothing with the no-op meter provider or the SDK's. A span event costs
+// nothing unless the span records. BenchmarkTransport and
+// BenchmarkObserverOverhead measure both against a transport with no
+// observer.
+package otelbw

@@ -1,0 +1,173 @@
+package otelbw
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/breakwater-go/breakwater"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+)
+
+// schemaURL is the semantic conventions' version the attributes follow.
+const schemaURL = semconv.SchemaURL
+
+// Instrument names; the package documentation lists their attributes.
+const (
+	MetricCallDuration           = "breakwater.call.duration"
+	MetricAttemptDuration        = "breakwater.attempt.duration"
+	MetricRetries                = "breakwater.retries"
+	MetricRejections             = "breakwater.rejections"
+	MetricWaitDuration           = "breakwater.wait.duration"
+	MetricCallActive             = "breakwater.call.active"
+	MetricBreakerStatus          = "breakwater.breaker.status"
+	MetricBreakerOpenTime        = "breakwater.breaker.open_time"
+	MetricBreakerTransitions     = "breakwater.breaker.transitions"
+	MetricInboundRequests        = "breakwater.inbound.requests"
+	MetricInboundRequestDuration = "breakwater.inbound.request.duration"
+)
+
+// durationBounds are the advised bucket bounds, in seconds, of every
+// duration histogram: those of the prom package, 5 ms to 30 s (the default
+// call timeout). A view in the SDK overrides them.
+var durationBounds = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+
+// instruments are the Observer's instruments.
+type instruments struct {
+	callDur, attemptDur, waitDur, requestDur metric.Float64Histogram
+	retries, rejections, transitions         metric.Int64Counter
+	requests                                 metric.Int64Counter
+	active                                   metric.Int64UpDownCounter
+	status                                   metric.Int64ObservableUpDownCounter
+	openTime                                 metric.Float64ObservableGauge
+}
+
+// create makes the instruments on m and registers observe for the breaker
+// gauges, reporting every error.
+func (in *instruments) create(m metric.Meter, observe metric.Callback) error {
+	var errs []error
+	hist := func(name, desc string) metric.Float64Histogram {
+		h, err := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc),
+			metric.WithExplicitBucketBoundaries(durationBounds...))
+		errs = append(errs, err)
+		return h
+	}
+	counter := func(name, unit, desc string) metric.Int64Counter {
+		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return c
+	}
+	in.callDur = hist(MetricCallDuration, "Duration of outbound calls until their response headers or error, retries and waits included; its count is the number of calls.")
+	in.attemptDur = hist(MetricAttemptDuration, "Duration of outbound attempts until their response headers or error; its count is the number of attempts handed to the base transport.")
+	in.waitDur = hist(MetricWaitDuration, "Time calls waited for a mechanism (rate limit, pause, concurrency slot).")
+	in.requestDur = hist(MetricInboundRequestDuration, "Duration of inbound requests served through breakwater middleware.")
+	in.retries = counter(MetricRetries, "{retry}", "Retries decided, by the category of the attempt that failed.")
+	in.rejections = counter(MetricRejections, "{rejection}", "Work refused by a breakwater mechanism.")
+	in.transitions = counter(MetricBreakerTransitions, "{transition}", "Circuit breaker state changes.")
+	in.requests = counter(MetricInboundRequests, "{request}", "Inbound requests served through breakwater middleware.")
+	var err error
+	in.active, err = m.Int64UpDownCounter(MetricCallActive, metric.WithUnit("{call}"),
+		metric.WithDescription("Outbound calls started and not yet ended (inside RoundTrip)."))
+	errs = append(errs, err)
+	in.status, err = m.Int64ObservableUpDownCounter(MetricBreakerStatus, metric.WithUnit("1"),
+		metric.WithDescription("Circuit breaker state: 1 for the state the breaker is in, 0 for the others."))
+	errs = append(errs, err)
+	in.openTime, err = m.Float64ObservableGauge(MetricBreakerOpenTime, metric.WithUnit("s"),
+		metric.WithDescription("Time since the circuit breaker last left the closed state; 0 while closed."))
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	_, err = m.RegisterCallback(observe, in.status, in.openTime)
+	return err
+}
+
+// seconds converts d to seconds; a negative d counts as 0.
+func seconds(d time.Duration) float64 { return max(d, 0).Seconds() }
+
+// keySeries holds the attribute sets of one breakwater.key value and the
+// state of its breakers.
+type keySeries struct {
+	value       string
+	key         attrs   // the key alone
+	byCategory  []attrs // key and category, by category index
+	byMechanism []attrs // key and mechanism, by mechanism index
+	byState     []attrs // key and breaker state, by state index
+	transitions attrCache
+	breaker     breakerAgg
+}
+
+func newKeySeries(value string) *keySeries {
+	k := keyAttr.String(value)
+	ks := &keySeries{value: value, key: newAttrs(k)}
+	for _, c := range categoryNames {
+		ks.byCategory = append(ks.byCategory, newAttrs(k, categoryAttr.String(c)))
+	}
+	for _, m := range mechanismNames {
+		ks.byMechanism = append(ks.byMechanism, newAttrs(k, mechanismAttr.String(m)))
+	}
+	for _, s := range stateNames {
+		ks.byState = append(ks.byState, newAttrs(k, stateAttr.String(s)))
+	}
+	return ks
+}
+
+// transition returns the attribute set of t's transitions counter.
+func (ks *keySeries) transition(t *breakwater.Transition) attrs {
+	from, to, reason := stateIndex(t.From), stateIndex(t.To), reasonIndex(t.Reason)
+	code := uint32((from*len(stateNames)+to)*len(reasonNames) + reason)
+	return ks.transitions.get(code, func() attrs {
+		return newAttrs(keyAttr.String(ks.value), fromAttr.String(stateNames[from]),
+			toAttr.String(stateNames[to]), reasonAttr.String(reasonNames[reason]))
+	})
+}
+
+// routeSeries holds the attribute sets of one http.route value.
+type routeSeries struct {
+	value    string
+	route    attrs
+	requests attrCache // by method, status code and category
+}
+
+func newRouteSeries(value string) *routeSeries {
+	return &routeSeries{value: value, route: newAttrs(semconv.HTTPRoute(value))}
+}
+
+// request returns the attribute set of an inbound request's counter. A
+// status outside 100–599 has no http.response.status_code.
+func (rs *routeSeries) request(method string, status int, c breakwater.Category) attrs {
+	if status < 100 || status > 599 {
+		status = 0
+	}
+	m, ci := methodIndex(method), categoryIndex(c)
+	code := uint32((m*600+status)*len(categoryNames) + ci)
+	return rs.requests.get(code, func() attrs {
+		kvs := []attribute.KeyValue{semconv.HTTPRoute(rs.value), methodValues[m], categoryAttr.String(categoryNames[ci])}
+		if status != 0 {
+			kvs = append(kvs, semconv.HTTPResponseStatusCode(status))
+		}
+		return newAttrs(kvs...)
+	})
+}
+
+// observeBreakers reports the breaker gauges of every key seen: its status
+// (1 for the state its breakers are in, the worst of them, 0 for the other
+// states) and the time since they left closed.
+func (ob *Observer) observeBreakers(_ context.Context, o metric.Observer) error {
+	now := time.Now()
+	in := &ob.inst
+	ob.keys.each(func(ks *keySeries) {
+		state, open := ks.breaker.read(now)
+		for i := range len(stateNames) - 1 {
+			v := int64(0)
+			if i == stateIndex(state) {
+				v = 1
+			}
+			o.ObserveInt64(in.status, v, ks.byState[i].obs...)
+		}
+		o.ObserveFloat64(in.openTime, open, ks.key.obs...)
+	})
+	return nil
+}
