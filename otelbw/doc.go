@@ -10,7 +10,10 @@
 //
 //	obs, err := otelbw.New()
 //	if err != nil { … }
-//	tr, err := breakwater.NewTransport(breakwater.WithObserver(obs))
+//	tr, err := breakwater.NewTransport(
+//		breakwater.WithObserver(obs),
+//		breakwater.WithBase(otelhttp.NewTransport(otelbw.ResendCount(nil))),
+//	)
 //	client := &http.Client{Transport: otelhttp.NewTransport(tr)}
 //
 // The package is named otelbw, after the contrib modules' otel<library>
@@ -98,6 +101,13 @@
 // rejection when the pause outlasts the call's deadline). Each kind of
 // event maps to a span event in one place, so a new kind (a hedge, when
 // breakwater sends them) is one more case there.
+//
+// # Spans per attempt
+//
+// A breakwater Transport makes no spans of its own. Give it otelhttp's
+// transport as its base, over [ResendCount], and each attempt gets its own
+// client span, a child of the call's, the retries carrying
+// http.request.resend_count.
 //
 // # Performance
 //
