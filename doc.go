@@ -72,10 +72,12 @@
 //
 // An [Observer] given with [WithObserver] or [WithInboundObserver] receives
 // every call, attempt, retry, rejection, wait and breaker transition as an
-// [Event]; [WithLogger] logs them through log/slog, and the prom subpackage
-// exports them to Prometheus. [Transport.Snapshot] and [SnapshotHandler]
-// show the state of every breaker, bucket, pause and bulkhead.
-// [Transport.Explain] describes a configuration in words, and
+// [Event]; [WithLogger] logs them through log/slog, the prom subpackage
+// exports them to Prometheus, and the otelbw module to OpenTelemetry, as
+// metrics and span events (a base transport reads which attempt it is
+// running with [AttemptFromContext]). [Transport.Snapshot] and
+// [SnapshotHandler] show the state of every breaker, bucket, pause and
+// bulkhead. [Transport.Explain] describes a configuration in words, and
 // [Transport.Simulate] runs it against an imagined outage in virtual time.
 //
 // # Composing stages
