@@ -83,6 +83,10 @@
 //     "_OTHER" for anything else, as the HTTP conventions bound it.
 //   - http.response.status_code: the status, absent outside 100–599.
 //
+// The SDK's own cardinality limit (2000 attribute sets per instrument by
+// default) stays above what the outbound instruments can reach with the
+// default caps; beyond it the SDK folds new sets into its overflow series.
+//
 // # Span events
 //
 // Events that explain where a call's time went are added to the span in the
