@@ -3,6 +3,7 @@ package otelbw
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/breakwater-go/breakwater"
@@ -39,13 +40,13 @@ type instruments struct {
 	callDur, attemptDur, waitDur, requestDur metric.Float64Histogram
 	retries, rejections, transitions         metric.Int64Counter
 	requests                                 metric.Int64Counter
-	active                                   metric.Int64UpDownCounter
-	status                                   metric.Int64ObservableUpDownCounter
+	active, status                           metric.Int64ObservableUpDownCounter
 	openTime                                 metric.Float64ObservableGauge
 }
 
-// create makes the instruments on m and registers observe for the breaker
-// gauges, reporting every error.
+// create makes the instruments on m and registers observe for the
+// asynchronous ones (calls in flight and the breaker gauges), reporting
+// every error.
 func (in *instruments) create(m metric.Meter, observe metric.Callback) error {
 	var errs []error
 	hist := func(name, desc string) metric.Float64Histogram {
@@ -68,7 +69,7 @@ func (in *instruments) create(m metric.Meter, observe metric.Callback) error {
 	in.transitions = counter(MetricBreakerTransitions, "{transition}", "Circuit breaker state changes.")
 	in.requests = counter(MetricInboundRequests, "{request}", "Inbound requests served through breakwater middleware.")
 	var err error
-	in.active, err = m.Int64UpDownCounter(MetricCallActive, metric.WithUnit("{call}"),
+	in.active, err = m.Int64ObservableUpDownCounter(MetricCallActive, metric.WithUnit("{call}"),
 		metric.WithDescription("Outbound calls started and not yet ended (inside RoundTrip)."))
 	errs = append(errs, err)
 	in.status, err = m.Int64ObservableUpDownCounter(MetricBreakerStatus, metric.WithUnit("1"),
@@ -80,16 +81,21 @@ func (in *instruments) create(m metric.Meter, observe metric.Callback) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	_, err = m.RegisterCallback(observe, in.status, in.openTime)
+	_, err = m.RegisterCallback(observe, in.active, in.status, in.openTime)
 	return err
 }
 
 // seconds converts d to seconds; a negative d counts as 0.
 func seconds(d time.Duration) float64 { return max(d, 0).Seconds() }
 
-// keySeries holds the attribute sets of one breakwater.key value and the
-// state of its breakers.
+// keySeries holds the attribute sets of one breakwater.key value, its calls
+// in flight and the state of its breakers.
 type keySeries struct {
+	// Calls started and ended: in flight is their difference, read when the
+	// SDK collects, so that a call costs two atomic additions rather than
+	// two measurements.
+	starts, ends atomic.Uint64
+
 	value       string
 	key         attrs   // the key alone
 	byCategory  []attrs // key and category, by category index
@@ -152,13 +158,22 @@ func (rs *routeSeries) request(method string, status int, c breakwater.Category)
 	})
 }
 
-// observeBreakers reports the breaker gauges of every key seen: its status
-// (1 for the state its breakers are in, the worst of them, 0 for the other
-// states) and the time since they left closed.
-func (ob *Observer) observeBreakers(_ context.Context, o metric.Observer) error {
+// observeKeys reports the asynchronous instruments of every key seen: its
+// calls in flight, its breaker status (1 for the state its breakers are
+// in, the worst of them, 0 for the other states) and the time since they
+// left closed.
+func (ob *Observer) observeKeys(_ context.Context, o metric.Observer) error {
 	now := time.Now()
 	in := &ob.inst
 	ob.keys.each(func(ks *keySeries) {
+		// Read ends before starts, so that a call cannot be seen ending
+		// without being seen starting.
+		ends := ks.ends.Load()
+		active := int64(0)
+		if starts := ks.starts.Load(); starts > ends {
+			active = int64(starts - ends)
+		}
+		o.ObserveInt64(in.active, active, ks.key.obs...)
 		state, open := ks.breaker.read(now)
 		for i := range len(stateNames) - 1 {
 			v := int64(0)

@@ -106,7 +106,8 @@ var _ breakwater.Observer = (*Observer)(nil)
 
 // New returns an Observer configured by opts. It creates its instruments on
 // the meter provider's meter named for this package's import path, and
-// registers one callback there for the breaker gauges. It returns an error
+// registers one callback there for the asynchronous ones (calls in flight
+// and the breaker gauges). It returns an error
 // describing every invalid option, or the meter's error when an instrument
 // cannot be created.
 func New(opts ...Option) (*Observer, error) {
@@ -125,7 +126,7 @@ func New(opts ...Option) (*Observer, error) {
 	ob := &Observer{keyValueFn: o.keyValue}
 	ob.keys = newTable(o.maxKeys, max(4096, 4*o.maxKeys), ob.keyValue, newKeySeries)
 	ob.routes = newTable(o.maxRoutes, max(4096, 4*o.maxRoutes), cleanValue, newRouteSeries)
-	if err := ob.inst.create(o.mp.Meter(ScopeName, metric.WithSchemaURL(schemaURL)), ob.observeBreakers); err != nil {
+	if err := ob.inst.create(o.mp.Meter(ScopeName, metric.WithSchemaURL(schemaURL)), ob.observeKeys); err != nil {
 		return nil, err
 	}
 	return ob, nil
@@ -161,7 +162,7 @@ func (ob *Observer) Observe(ctx context.Context, e breakwater.Event) {
 	in := &ob.inst
 	switch e.Kind {
 	case breakwater.EventCallStart:
-		in.active.Add(ctx, 1, ob.keys.get(e.Key).key.add...)
+		ob.keys.get(e.Key).starts.Add(1)
 	case breakwater.EventAttempt:
 		in.attemptDur.Record(ctx, seconds(e.Duration), ob.keys.get(e.Key).byCategory[categoryIndex(e.Category)].rec...)
 	case breakwater.EventRetry:
@@ -170,7 +171,7 @@ func (ob *Observer) Observe(ctx context.Context, e breakwater.Event) {
 	case breakwater.EventCallEnd:
 		ks := ob.keys.get(e.Key)
 		in.callDur.Record(ctx, seconds(e.Duration), ks.byCategory[categoryIndex(e.Category)].rec...)
-		in.active.Add(ctx, -1, ks.key.add...)
+		ks.ends.Add(1)
 	case breakwater.EventReject:
 		in.rejections.Add(ctx, 1, ob.keys.get(e.Key).byMechanism[mechanismIndex(e.Mechanism)].add...)
 		addSpanEvent(ctx, e)
