@@ -105,11 +105,10 @@ type Observer struct {
 var _ breakwater.Observer = (*Observer)(nil)
 
 // New returns an Observer configured by opts. It creates its instruments on
-// the meter provider's meter named for this package's import path, and
-// registers one callback there for the asynchronous ones (calls in flight
-// and the breaker gauges). It returns an error
-// describing every invalid option, or the meter's error when an instrument
-// cannot be created.
+// the meter provider's meter named [ScopeName], and registers one callback
+// there for the asynchronous ones (calls in flight and the breaker
+// gauges). It returns an error describing every invalid option, or the
+// meter's error when an instrument cannot be created.
 func New(opts ...Option) (*Observer, error) {
 	o := options{maxKeys: DefaultMaxKeys, maxRoutes: DefaultMaxRoutes}
 	for _, opt := range opts {
