@@ -368,9 +368,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counts := make([]uint64, len(c.bounds)+1)
 	d := &c.descs
 	c.keys.each(func(ks *keySeries) {
-		// Read starts before the ends, so that a call cannot be seen ending
-		// without being seen starting.
-		starts := ks.starts.Load()
 		var ends uint64
 		for i := range ks.calls {
 			n, sum := ks.calls[i].snapshot(counts)
@@ -380,6 +377,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				ch <- c.constHistogram(d.callDur, counts, n, sum, ks.label, categoryNames[i])
 			}
 		}
+		// Read starts after the ends: a call counted as ended started
+		// before that read, so it is counted as started too, and in flight
+		// is never under-reported.
+		starts := ks.starts.Load()
 		for i := range ks.attempts {
 			if n, sum := ks.attempts[i].snapshot(counts); n > 0 {
 				ch <- c.constMetric(d.attempts, prometheus.CounterValue, float64(n), ks.label, categoryNames[i])
