@@ -85,6 +85,17 @@ func (t *Transport) attempt(c *call) attemptResult {
 	}
 	r.permit = permit
 	r.ctx, r.cancel = c.attemptContext()
+	if err := r.ctx.Err(); err != nil {
+		// The deadline passed while the attempt was being admitted: it is
+		// not made, and not counted.
+		if hasBody(areq) && (areq != c.req || !c.sent) {
+			_ = areq.Body.Close()
+		}
+		c.sent = true
+		c.slot.Ignore()
+		r.err, r.o = markTimeout(r.ctx, err), Outcome{Category: Rejected}
+		return r
+	}
 	if r.ctx != areq.Context() {
 		areq = areq.WithContext(r.ctx)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // trackedBody releases what an attempt holds (its timeout context, a
@@ -120,11 +121,30 @@ func isUpgrade(req *http.Request) bool {
 // connection can be reused.
 const drainLimit = 64 << 10
 
-// discard drains (bounded) and closes a response the caller will not see.
-func discard(resp *http.Response) {
+// drainTime bounds how long a discarded response is read. A body that has
+// not arrived by then is abandoned: its connection is closed rather than
+// waited on, so a stalled body costs the retry at most this long.
+const drainTime = 20 * time.Millisecond
+
+// discard drains a response the caller will not see, up to drainLimit bytes
+// and for at most d, and closes it. When d runs out first, cancel (the
+// attempt's context, which net/http aborts the read on) is called, or the
+// body is closed when there is no cancel.
+func discard(resp *http.Response, d time.Duration, cancel context.CancelFunc) {
 	if resp == nil || resp.Body == nil {
 		return
 	}
-	_, _ = io.CopyN(io.Discard, resp.Body, drainLimit)
-	_ = resp.Body.Close()
+	body := resp.Body
+	if d > 0 {
+		abort := cancel
+		if abort == nil {
+			abort = func() { _ = body.Close() }
+		}
+		t := time.AfterFunc(d, abort)
+		_, _ = io.CopyN(io.Discard, body, drainLimit)
+		if !t.Stop() && cancel == nil {
+			return // closed by the timer
+		}
+	}
+	_ = body.Close()
 }

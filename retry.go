@@ -87,19 +87,40 @@ func (b *retryBudget) withdraw(now int64) bool {
 	return true
 }
 
-// sleep waits d or until ctx ends, reporting whether the whole wait passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
+// sleep waits d before the next attempt, within the call's deadline. It
+// returns nil once d has passed, or the error that ends the call when the
+// caller's context ends or the call timeout passes first.
+func (c *call) sleep(d time.Duration) error {
+	cut := false
+	if !c.deadline.IsZero() {
+		if left := time.Until(c.deadline); left <= d {
+			d, cut = left, true
+		}
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-c.ctx.Done():
+			return ctxError(c.ctx)
+		}
+	} else if c.ctx.Err() != nil {
+		return ctxError(c.ctx)
 	}
+	if cut {
+		return &TimeoutError{Cause: ErrCallTimeout, Err: context.DeadlineExceeded}
+	}
+	return nil
+}
+
+// drainTime is how long a discarded response of c may be read: drainTime,
+// or less when the call has less time left.
+func (c *call) drainTime() time.Duration {
+	if left, bounded := c.remaining(); bounded && left < drainTime {
+		return left
+	}
+	return drainTime
 }
 
 // ctxError is what a call returns when its context ended: the caller's own
@@ -149,7 +170,7 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 		t.limits.observe(c, resp, o)
 		wait, retry, budgetSpent, stopErr := t.decide(c, resp, err, o)
 		if stopErr != nil {
-			discard(resp)
+			discard(resp, c.drainTime(), a.cancel)
 			resp, err = nil, stopErr
 		}
 
@@ -170,12 +191,11 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 			t.end(c, o, err)
 			return nil, err
 		}
-		discard(resp)
+		discard(resp, c.drainTime(), a.cancel)
 		release(a.cancel, permit)
 		c.slot.release()
-		if !sleep(c.ctx, wait) {
-			err := ctxError(c.ctx)
-			t.end(c, Outcome{Category: Canceled}, err)
+		if err := c.sleep(wait); err != nil {
+			t.end(c, classifyError(err), err)
 			return nil, err
 		}
 		c.prevWait = wait
@@ -265,8 +285,8 @@ func (t *Transport) decide(c *call, resp *http.Response, err error, o Outcome) (
 		hint := o.RetryAfter + time.Duration(rand.Float64()*retryAfterJitter*float64(o.RetryAfter))
 		wait = max(wait, hint)
 	}
-	if bounded && left <= wait {
-		return 0, false, false, nil
+	if need := wait; bounded && (left <= need || resp != nil && left <= need+drainTime) {
+		return 0, false, false, nil // the wait, and draining the response, must fit
 	}
 	if c.budget != nil && !c.budget.withdraw(t.now()) {
 		return 0, false, true, nil
