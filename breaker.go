@@ -206,7 +206,11 @@ func (b *Breaker) succeed(gen uint64, oob bool) {
 				b.consec.Store(0)
 			}
 		case policyFailureRate:
-			b.rate.add(b.bs.now(), 1, 0)
+			now := b.bs.now()
+			b.rate.add(now, 1, 0)
+			if calls, fails := b.rate.sum(now); b.bs.cfg.policy.rateTrips(calls, fails) {
+				b.tripOnRate(gen) // this success completed the minimum volume
+			}
 		}
 		return
 	}
@@ -275,10 +279,23 @@ func (b *Breaker) count(now int64, c Category) (int, bool) {
 	case policyFailureRate:
 		b.rate.add(now, 1, 1)
 		calls, fails := b.rate.sum(now)
-		return int(fails), calls >= int64(p.minCalls) && float64(fails) >= p.ratio*float64(calls)
+		return int(fails), p.rateTrips(calls, fails)
 	}
 	n := b.window.add(now, int64(p.within))
 	return n, n > p.tolerate
+}
+
+// tripOnRate opens a closed FailureRate breaker of generation gen whose
+// window, re-read under the lock, is over the threshold.
+func (b *Breaker) tripOnRate(gen uint64) {
+	b.mu.Lock()
+	now := b.bs.now()
+	calls, fails := b.rate.sum(now)
+	if g, s := unpack(b.sg.Load()); g == gen && s == StateClosed && b.bs.cfg.policy.rateTrips(calls, fails) {
+		b.toOpenLocked(now, ReasonFailures, Outcome{Category: b.lastCat}, int(fails))
+	}
+	b.mu.Unlock()
+	b.bs.flush()
 }
 
 func (b *Breaker) clearCounts() {

@@ -186,6 +186,24 @@ func TestFailureRate(t *testing.T) {
 	})
 }
 
+// The threshold is checked after successes too: the success that
+// completes the minimum volume opens the breaker when enough failed.
+func TestFailureRateChecksAfterSuccesses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bs := newBreakers(t, bw.WithPolicy(bw.FailureRate(0.5, 10, 10*time.Second)))
+		for range 9 {
+			call(bs, "k", fail)
+		}
+		call(bs, "k", ok) // 10 calls, 90 % failing
+		if s := bs.State("k"); s != bw.StateOpen {
+			t.Fatalf("9 failures of 10 calls, minCalls 10: %s, want open", s)
+		}
+		if snap, _ := bs.Snapshot("k"); snap.LastFailure != "server_error" {
+			t.Fatalf("%+v", snap)
+		}
+	})
+}
+
 // openFor returns how long k stays open right after it opened.
 func openFor(t *testing.T, bs *bw.Breakers, k string) time.Duration {
 	t.Helper()

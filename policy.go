@@ -63,9 +63,16 @@ func (p Policy) WithCategoryThreshold(c Category, n int) Policy {
 
 // FailureRate opens the breaker when, over the sliding window within, at
 // least minCalls outcomes were recorded and the failing fraction is at least
-// ratio (0 < ratio <= 1).
+// ratio (0 < ratio <= 1). The threshold is checked after every outcome
+// recorded, so the success that completes minCalls can open it too.
 func FailureRate(ratio float64, minCalls int, within time.Duration) Policy {
 	return Policy{kind: policyFailureRate, ratio: ratio, minCalls: minCalls, within: within}
+}
+
+// rateTrips reports whether a FailureRate window holding calls outcomes,
+// fails of them failures, opens the breaker.
+func (p *Policy) rateTrips(calls, fails int64) bool {
+	return fails > 0 && calls >= int64(p.minCalls) && float64(fails) >= p.ratio*float64(calls)
 }
 
 // String describes the policy, for example "window(tolerate=10, within=auto)".
