@@ -20,15 +20,15 @@ func (c *call) closeBody() {
 	c.sent = true
 }
 
-// attemptContext returns the attempt's context: the caller's, carrying the
-// attempt's number from the second on (see [AttemptFromContext]), bounded by
-// the attempt timeout and the call's deadline, whichever comes first, with
-// the matching cause.
-func (c *call) attemptContext() (context.Context, context.CancelFunc) {
+// attemptContext returns the context of an attempt starting at now: the
+// caller's, carrying the attempt's number from the second on (see
+// [AttemptFromContext]), bounded by the attempt timeout and the call's
+// deadline, whichever comes first, with the matching cause.
+func (c *call) attemptContext(now time.Time) (context.Context, context.CancelFunc) {
 	ctx := withAttempt(c.ctx, c.attempts)
 	dl, cause := c.deadline, ErrCallTimeout
 	if d := c.pol.AttemptTimeout; d > 0 {
-		if a := time.Now().Add(d); dl.IsZero() || a.Before(dl) {
+		if a := now.Add(d); dl.IsZero() || a.Before(dl) {
 			dl, cause = a, ErrAttemptTimeout
 		}
 	}
@@ -46,7 +46,8 @@ type attemptResult struct {
 	permit Permit
 	ctx    context.Context    // the attempt's context
 	cancel context.CancelFunc // ends it; nil when it has no deadline of its own
-	start  int64              // when measured (slow calls, observers), t.now()
+	start  int64              // when it was sent, t.now(); 0 when none was
+	end    int64              // when it ended
 }
 
 // attempt makes one attempt: admission by the breaker, the pause gate, the
@@ -84,7 +85,8 @@ func (t *Transport) attempt(c *call) attemptResult {
 		areq.Body = body
 	}
 	r.permit = permit
-	r.ctx, r.cancel = c.attemptContext()
+	begin := time.Now()
+	r.ctx, r.cancel = c.attemptContext(begin)
 	if err := r.ctx.Err(); err != nil {
 		// The deadline passed while the attempt was being admitted: it is
 		// not made, and not counted.
@@ -99,22 +101,25 @@ func (t *Transport) attempt(c *call) attemptResult {
 	if r.ctx != areq.Context() {
 		areq = areq.WithContext(r.ctx)
 	}
-	switch {
-	case c.made == 0 && c.start != 0 && t.limits.rate == nil && t.limits.bulk == nil:
-		r.start = c.start // nothing waited: the call's first attempt starts with it
-	case t.cfg.slowCall > 0 || t.obs != nil:
-		r.start = t.now()
-	}
+	r.start = int64(begin.Sub(t.start))
 	c.sent = true
 	c.made++
 	r.resp, r.err = t.base.RoundTrip(areq)
+	r.end = t.now()
+	took := time.Duration(r.end - r.start)
 	if r.err != nil {
 		r.resp = nil
 		r.err = markTimeout(r.ctx, r.err)
 	}
 	r.o = classifySafely(t.cfg.classifier, r.resp, r.err)
-	if t.cfg.slowCall > 0 && r.o.Category == Success && time.Duration(t.now()-r.start) > t.cfg.slowCall {
-		r.o.Category = Slow
+	switch {
+	case r.resp != nil:
+		c.up.answers.observe(r.end, took)
+		if t.cfg.slowCall > 0 && r.o.Category == Success && took > t.cfg.slowCall {
+			r.o.Category = Slow
+		}
+	case r.o.Category == Canceled && c.up.hung(c.ctx, r.end, took):
+		r.o.Category = Timeout // the caller gave up on a hang: see upstream.hung
 	}
 	return r
 }

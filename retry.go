@@ -179,6 +179,7 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 		}
 		t.charge(c, a, retry)
 		if !retry {
+			c.settle()
 			if resp != nil {
 				track(a.ctx, resp, releaser{cancel: a.cancel, permit: permit, slot: c.slot})
 				c.slot = Slot{}
@@ -195,6 +196,7 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 		release(a.cancel, permit)
 		c.slot.release()
 		if err := c.sleep(wait); err != nil {
+			c.settle()
 			t.end(c, classifyError(err), err)
 			return nil, err
 		}
@@ -202,33 +204,46 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 	}
 }
 
-// charge reports an attempt's outcome to the breaker. Successes and neutral
-// outcomes are recorded at once. A failure is recorded once the call gives
-// up on it, on every attempt with WithMeltPerAttempt, and at once for a
-// half-open probe; an inner BreakerStage defers its failures here too. A
-// failure followed by a retry stays unpaid: if the call then ends without
-// another answer from the upstream (a local limit refused the retry, or its
-// body could not be replayed), the unpaid failure is charged. A retry the
-// breaker itself refused (it opened meanwhile) charges nothing, as in
+// charge reports an attempt's outcome to the breaker, so that each call
+// is charged at most once, as what its own attempts showed (the package
+// documentation states the rules in full). A success is recorded at once
+// and forgets an earlier failure: the call recovered. A failure that a
+// retry follows is kept pending; any other failure is recorded at once, as
+// is a half-open probe's, every failing attempt's with WithMeltPerAttempt,
+// and those an inner BreakerStage deferred here. A pending failure
+// survives neutral attempts (a 429, the caller's cancellation) and local
+// refusals, and is recorded when the call ends (settle); a retry refused by
+// the breaker itself, which opened meanwhile, drops it, as in
 // ExternalService.
 func (t *Transport) charge(c *call, a attemptResult, retry bool) {
 	if a.o.Category == Rejected && a.resp == nil && a.err != nil {
-		if !retry && c.hasUnpaid && mechanismOf(a.err) != MechBreaker {
-			c.unpaid.Record(c.unpaidO)
+		if mechanismOf(a.err) == MechBreaker {
+			c.hasPending = false
 		}
-		return
+		return // no attempt was made
 	}
-	c.hasUnpaid = false
 	p, o := a.permit, a.o
-	failing := t.breakers.cfg.judge(o.Category) == failure
+	v := t.breakers.cfg.judge(o.Category)
 	if dp, do, ok := c.melt.take(); ok {
-		p, o, failing = dp, do, true
+		p, o, v = dp, do, failure
 	}
-	if !failing || !retry || t.cfg.meltPerAttempt || p.Probe() {
-		p.Record(o)
+	switch {
+	case v == failure && retry && !t.cfg.meltPerAttempt && !p.Probe():
+		c.pending, c.pendingO, c.hasPending = p, o, true
 		return
+	case v != neutral:
+		c.hasPending = false // the call's own outcome: recovered, or failed for good
 	}
-	c.unpaid, c.unpaidO, c.hasUnpaid = p, o, true
+	p.Record(o)
+}
+
+// settle charges the failure the call showed and left pending, if any; it
+// is called once, when the call ends.
+func (c *call) settle() {
+	if c.hasPending {
+		c.hasPending = false
+		c.pending.Record(c.pendingO)
+	}
 }
 
 // fail builds the error a call returns: the error itself when at most one

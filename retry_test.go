@@ -184,11 +184,14 @@ func TestRequestBodyClosedOnce(t *testing.T) {
 	})
 }
 
+// A caller that cancels during the backoff ends the call at once. The
+// cancellation itself is neutral, but the call still showed the failure it
+// was backing off from, and is charged for that once.
 func TestCallerCancelDuringBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 503})
 		tr := newTransport(t, u.Transport(), bw.WithBackoff(bw.Constant(10*time.Second)),
-			bw.WithBreaker(bw.WithPolicy(bw.Consecutive(1))))
+			bw.WithBreaker(bw.WithPolicy(bw.Consecutive(2))))
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(time.Second, cancel)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, breakwatertest.PipeURL+"/", nil)
@@ -197,10 +200,38 @@ func TestCallerCancelDuringBackoff(t *testing.T) {
 		if !errors.Is(r.err, context.Canceled) || time.Since(start) != time.Second {
 			t.Fatalf("got %v after %s, want context.Canceled after 1s", r.err, time.Since(start))
 		}
-		if s := tr.Breakers().State(upstreamKey); s != bw.StateClosed || u.Count() != 1 {
-			t.Fatalf("the caller's cancellation charged the breaker (%s) or retried (%d)", s, u.Count())
+		if s, _ := tr.Breakers().Snapshot(upstreamKey); s.State != bw.StateClosed || s.Failures != 1 || u.Count() != 1 {
+			t.Fatalf("after one 503 and a cancellation: %+v and %d requests, want one failure charged and no retry", s, u.Count())
 		}
 	})
+}
+
+// Each call is charged to the breaker at most once, as what its own
+// attempts showed.
+func TestChargedOnceAsTheAttemptsShowed(t *testing.T) {
+	tooLong := breakwatertest.Step{Status: 429, Header: http.Header{"Retry-After": {"3600"}}}
+	for _, tc := range []struct {
+		name     string
+		steps    []breakwatertest.Step
+		failures int
+	}{
+		{"three failures", []breakwatertest.Step{{Status: 500}, {Status: 502}, {Status: 503}}, 1},
+		{"a failure, then a success", []breakwatertest.Step{{Status: 500}, {}}, 0},
+		{"a failure, then a 429 returned as it is", []breakwatertest.Step{{Status: 500}, tooLong}, 1},
+		{"a 429 alone", []breakwatertest.Step{tooLong}, 0},
+		{"a failure, then a 404", []breakwatertest.Step{{Status: 500}, {Status: 404}}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				u := breakwatertest.NewPipeUpstream(t, tc.steps...)
+				tr := newTransport(t, u.Transport(), bw.WithBreaker(bw.WithPolicy(bw.Consecutive(100))))
+				get(tr)
+				if s, _ := tr.Breakers().Snapshot(upstreamKey); s.Failures != tc.failures {
+					t.Fatalf("%d failures charged after %d requests, want %d", s.Failures, u.Count(), tc.failures)
+				}
+			})
+		})
+	}
 }
 
 func TestRetryBudgetBoundsLoad(t *testing.T) {

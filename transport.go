@@ -36,8 +36,8 @@ type Transport struct {
 	cfg      config
 	base     http.RoundTripper
 	breakers *Breakers
-	budgets  *keyedMap[*retryBudget]
-	limits   limits // pause gate, rate limit, bulkhead (admission.go)
+	keys     *keyedMap[*upstream] // retry budgets and answer times
+	limits   limits               // pause gate, rate limit, bulkhead (admission.go)
 	start    time.Time
 	stage    bool     // a RetryStage: an inner BreakerStage defers failures to it
 	obs      Observer // nil when nothing observes
@@ -328,11 +328,13 @@ func NewTransport(opts ...Option) (*Transport, error) {
 		return nil, err
 	}
 	t.limits.obs = t.obs
-	if cfg.budget {
-		t.budgets = newKeyedMap(cfg.maxKeys, cfg.idleTTL, func(string) *retryBudget {
-			return newRetryBudget(cfg.budgetRatio, cfg.budgetFloor, cfg.budgetWindow)
-		}, func(*retryBudget) bool { return true })
-	}
+	t.keys = newKeyedMap(cfg.maxKeys, cfg.idleTTL, func(string) *upstream {
+		u := &upstream{}
+		if cfg.budget {
+			u.budget = newRetryBudget(cfg.budgetRatio, cfg.budgetFloor, cfg.budgetWindow)
+		}
+		return u
+	}, func(*upstream) bool { return true })
 	return t, nil
 }
 
@@ -402,21 +404,23 @@ type call struct {
 	deadline time.Time       // the call timeout's deadline; zero without one
 	key      string
 	breaker  *Breaker
-	budget   *retryBudget
+	up       *upstream
+	budget   *retryBudget // up.budget, when the call may retry
 	pol      RequestPolicy
 	attempts int // admissions asked for, this one included
 	made     int // attempts that reached the base transport
 	prevWait time.Duration
 	sent     bool      // the caller's body was handed to the base transport
 	melt     *meltSlot // set in a RetryStage
-	// unpaid is the failing attempt a retry followed, charged if the call
-	// ends without another answer from the upstream.
-	unpaid    Permit
-	unpaidO   Outcome
-	hasUnpaid bool
-	start     int64 // when observed, t.now()
-	ended     int64 // when the latest attempt ended, if observed
-	slot      Slot  // the current attempt's concurrency slot
+	// pending is the failure the call's attempts showed that a retry
+	// followed: charged to the breaker when the call ends without a later
+	// answer (see charge).
+	pending    Permit
+	pendingO   Outcome
+	hasPending bool
+	start      int64 // when observed, t.now()
+	ended      int64 // when the latest attempt ended, if observed
+	slot       Slot  // the current attempt's concurrency slot
 }
 
 // RequestPolicy overrides a [Transport]'s settings for one request; attach
@@ -477,8 +481,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		c.deadline = time.Now().Add(c.pol.CallTimeout)
 	}
 	c.breaker = t.breakers.Get(c.key)
-	if t.budgets != nil && c.pol.MaxAttempts > 1 {
-		c.budget = t.budgets.get(c.key)
+	c.up = t.keys.get(c.key)
+	if c.up.budget != nil && c.pol.MaxAttempts > 1 {
+		c.budget = c.up.budget
 		c.budget.deposit(t.now())
 	}
 	if t.cfg.bufferBodies > 0 && hasBody(req) && req.GetBody == nil {
@@ -506,7 +511,7 @@ func (t *Transport) observeAttempt(c *call, a attemptResult, retry bool, wait ti
 		}
 		return
 	}
-	c.ended = t.now()
+	c.ended = a.end
 	t.emit(c, Event{Kind: EventAttempt, Attempt: c.attempts, Category: a.o.Category, Status: a.o.Status, Duration: time.Duration(c.ended - a.start), Err: a.err})
 	switch {
 	case retry:
