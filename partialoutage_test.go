@@ -43,6 +43,30 @@ func seeded(seed uint64) func() float64 {
 	}
 }
 
+// Every first attempt fails with a 503 carrying a 64 KiB body; every retry
+// succeeds.
+func TestPartialOutageRetriedFirstAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstreamFunc(t, func(n int, _ *http.Request) breakwatertest.Step {
+			if n%2 == 1 {
+				return breakwatertest.Step{Status: 503, BodySize: 64 << 10}
+			}
+			return breakwatertest.Step{}
+		})
+		tr := newTransport(t, u.Transport())
+		ok := 0
+		for range 100 {
+			if r := get(tr); r.status == 200 {
+				ok++
+			}
+		}
+		t.Logf("retried first attempts: %d/100 calls ok, %d upstream requests", ok, u.Count())
+		if ok != 100 {
+			t.Fatalf("%d/100 calls succeeded", ok)
+		}
+	})
+}
+
 // A hard-down upstream stays as cheap as before the breaker became
 // volume-aware: few requests per call, and once open, calls fail at once.
 func TestPartialOutageHardDown(t *testing.T) {

@@ -64,7 +64,9 @@ func hasBody(req *http.Request) bool { return req.Body != nil && req.Body != htt
 
 // retryBudget limits retries per key to ratio × calls plus floor per second
 // over a sliding window, so an outage cannot multiply the load on an
-// upstream by the attempt count.
+// upstream by the attempt count. A retry that succeeds is given back: the
+// budget caps the retries that did not help. In a storm no retry helps and
+// the cap holds; in a flap most do, and the budget is not spent on them.
 type retryBudget struct {
 	w       rateWindow // calls and retries
 	ratio   float64
@@ -85,6 +87,23 @@ func (b *retryBudget) withdraw(now int64) bool {
 	}
 	b.w.add(now, 0, 1)
 	return true
+}
+
+// refund gives back a retry withdrawn at w, if the window still counts it.
+func (b *retryBudget) refund(now, w int64) {
+	if now-w < b.w.width*(rateBuckets-1) {
+		b.w.add(now, 0, -1)
+	}
+}
+
+// helped reports whether an attempt of category cat, made as a retry,
+// earns its retry back: the upstream served the request.
+func helped(cat Category) bool {
+	switch cat {
+	case Success, ClientError, Slow:
+		return true
+	}
+	return false
 }
 
 // sleep waits d before the next attempt, within the call's deadline. It
@@ -180,6 +199,9 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 		t.charge(c, a, retry)
 		if !retry {
 			c.settle()
+			if c.retried != 0 && helped(o.Category) {
+				c.budget.refund(t.now(), c.retried)
+			}
 			if resp != nil {
 				track(a.ctx, resp, releaser{cancel: a.cancel, permit: permit, slot: c.slot})
 				c.slot = Slot{}
@@ -303,8 +325,12 @@ func (t *Transport) decide(c *call, resp *http.Response, err error, o Outcome) (
 	if need := wait; bounded && (left <= need || resp != nil && left <= need+drainTime) {
 		return 0, false, false, nil // the wait, and draining the response, must fit
 	}
-	if c.budget != nil && !c.budget.withdraw(t.now()) {
-		return 0, false, true, nil
+	if c.budget != nil {
+		now := t.now()
+		if !c.budget.withdraw(now) {
+			return 0, false, true, nil
+		}
+		c.retried = now
 	}
 	return wait, true, false, nil
 }

@@ -410,6 +410,7 @@ type call struct {
 	attempts int // admissions asked for, this one included
 	made     int // attempts that reached the base transport
 	prevWait time.Duration
+	retried  int64     // when the budget granted the latest retry, t.now(); 0: none
 	sent     bool      // the caller's body was handed to the base transport
 	melt     *meltSlot // set in a RetryStage
 	// pending is the failure the call's attempts showed that a retry
