@@ -30,6 +30,7 @@ type Breaker struct {
 
 	mu       sync.Mutex
 	window   failureWindow
+	share    *shareWindow // a Window with a ratio
 	rate     rateWindow
 	opens    int
 	openedAt int64
@@ -201,6 +202,12 @@ func (b *Breaker) succeed(gen uint64, oob bool) {
 	}
 	if s == StateClosed {
 		switch b.bs.cfg.policy.kind {
+		case policyWindow:
+			if b.share != nil && b.share.success() {
+				b.mu.Lock()
+				b.share.quiet(b.bs.now())
+				b.mu.Unlock()
+			}
 		case policyConsecutive:
 			if b.consec.Load() != 0 {
 				b.consec.Store(0)
@@ -281,8 +288,16 @@ func (b *Breaker) count(now int64, c Category) (int, bool) {
 		calls, fails := b.rate.sum(now)
 		return int(fails), p.rateTrips(calls, fails)
 	}
+	threshold := p.tolerate + 1
+	if t := p.byCategory[c]; t > 0 {
+		threshold = t
+	}
+	if b.share != nil {
+		fails, calls := b.share.add(now)
+		return int(fails), fails >= int64(threshold) && shareLowerBound(fails, calls) >= p.ratio
+	}
 	n := b.window.add(now, int64(p.within))
-	return n, n > p.tolerate
+	return n, n >= threshold
 }
 
 // tripOnRate opens a closed FailureRate breaker of generation gen whose
@@ -301,6 +316,9 @@ func (b *Breaker) tripOnRate(gen uint64) {
 func (b *Breaker) clearCounts() {
 	b.consec.Store(0)
 	b.window.clear()
+	if b.share != nil {
+		b.share.clear()
+	}
 	b.rate.clear()
 }
 
@@ -504,7 +522,12 @@ func (b *Breaker) Snapshot() BreakerSnapshot {
 		_, f := b.rate.sum(now)
 		snap.Failures = int(f)
 	default:
-		snap.Failures = b.window.live(now, int64(p.within))
+		if b.share != nil {
+			f, _ := b.share.live(now)
+			snap.Failures = int(f)
+		} else {
+			snap.Failures = b.window.live(now, int64(p.within))
+		}
 	}
 	if s == StateOpen {
 		until := b.openUntil.Load()

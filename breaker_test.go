@@ -2,6 +2,8 @@ package breakwater_test
 
 import (
 	"errors"
+	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -184,6 +186,82 @@ func TestFailureRate(t *testing.T) {
 			t.Fatal("failures older than the window were counted")
 		}
 	})
+}
+
+// The default policy is a Window with a ratio: it opens on the 11th failing
+// call within the window (the 5th timeout), once the failing calls are a
+// majority, beyond chance, of the calls since the first of them.
+func TestWindowWithRatio(t *testing.T) {
+	timeout := bw.Outcome{Category: bw.Timeout}
+	t.Run("a total outage opens it on the 11th failure", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			bs := newBreakers(t)
+			for range 1000 { // a long healthy history does not delay it
+				call(bs, "k", ok)
+			}
+			for i := 1; i <= 11; i++ {
+				if call(bs, "k", fail) != nil || (bs.State("k") == bw.StateOpen) != (i == 11) {
+					t.Fatalf("after %d failing calls the breaker is %s", i, bs.State("k"))
+				}
+			}
+		})
+	})
+	t.Run("timeouts open it on the 5th", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			bs := newBreakers(t)
+			for i := 1; i <= 5; i++ {
+				if call(bs, "k", timeout) != nil || (bs.State("k") == bw.StateOpen) != (i == 5) {
+					t.Fatalf("after %d timeouts the breaker is %s", i, bs.State("k"))
+				}
+			}
+		})
+	})
+	t.Run("a minority never opens it", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			bs := newBreakers(t)
+			for i := range 3000 { // 40 % failing, one call every 10 ms
+				o := ok
+				if i%5 < 2 {
+					o = fail
+				}
+				if err := call(bs, "k", o); err != nil {
+					t.Fatalf("call %d: %v", i, err)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	})
+	t.Run("the share is taken since the oldest failure in the window", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			bs := newBreakers(t, bw.WithPolicy(bw.Window(10, 10*time.Second).WithRatio(0.5)))
+			call(bs, "k", fail)
+			for range 100 {
+				call(bs, "k", ok)
+			}
+			for range 10 {
+				call(bs, "k", fail)
+			}
+			if s, _ := bs.Snapshot("k"); s.State != bw.StateClosed || s.Failures != 11 {
+				t.Fatalf("11 failures of 111 calls: %+v", s)
+			}
+			time.Sleep(11 * time.Second) // all of them leave the window
+			for i := 1; i <= 11; i++ {
+				call(bs, "k", fail)
+			}
+			if s := bs.State("k"); s != bw.StateOpen {
+				t.Fatalf("11 failures of the 11 calls since the window emptied: %s", s)
+			}
+		})
+	})
+	t.Run("memory does not grow with tolerate", func(t *testing.T) {
+		bs := newBreakers(t, bw.WithPolicy(bw.Window(1<<30, time.Minute).WithRatio(0.5)))
+		if n := testing.AllocsPerRun(10, func() { bs.Get("k" + strconv.Itoa(rand.Int())) }); n > 10 {
+			t.Fatalf("%v allocations per breaker", n)
+		}
+	})
+	if got, want := bw.Window(10, 0).WithRatio(0.5).WithCategoryThreshold(bw.Timeout, 5).String(), "window(tolerate=10, within=auto, ratio=0.50, timeout=5)"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
 }
 
 // The threshold is checked after successes too: the success that
@@ -430,18 +508,21 @@ func TestTripAndModes(t *testing.T) {
 
 func TestOptionErrors(t *testing.T) {
 	for name, opts := range map[string][]bw.BreakerOption{
-		"fault+disabled":     {bw.WithFaultInjection(0.5), bw.WithBreakerMode(bw.ModeDisabled)},
-		"negative tolerate":  {bw.WithPolicy(bw.Window(-1, time.Second))},
-		"zero consecutive":   {bw.WithPolicy(bw.Consecutive(0))},
-		"rate ratio":         {bw.WithPolicy(bw.FailureRate(1.5, 10, time.Second))},
-		"rate window":        {bw.WithPolicy(bw.FailureRate(0.5, 10, 0))},
-		"category on window": {bw.WithPolicy(bw.Window(1, time.Second).WithCategoryThreshold(bw.Timeout, 1))},
-		"open timeout":       {bw.WithOpenTimeout(0, time.Second)},
-		"max below base":     {bw.WithOpenTimeout(time.Minute, time.Second)},
-		"jitter":             {bw.WithOpenJitter(2)},
-		"probes":             {bw.WithHalfOpen(0, 1)},
-		"fault rate":         {bw.WithFaultInjection(-0.1)},
-		"limits":             {bw.WithBreakerLimits(0, time.Minute)},
+		"fault+disabled":    {bw.WithFaultInjection(0.5), bw.WithBreakerMode(bw.ModeDisabled)},
+		"negative tolerate": {bw.WithPolicy(bw.Window(-1, time.Second))},
+		"zero consecutive":  {bw.WithPolicy(bw.Consecutive(0))},
+		"rate ratio":        {bw.WithPolicy(bw.FailureRate(1.5, 10, time.Second))},
+		"rate window":       {bw.WithPolicy(bw.FailureRate(0.5, 10, 0))},
+		"category on rate":  {bw.WithPolicy(bw.FailureRate(0.5, 10, time.Second).WithCategoryThreshold(bw.Timeout, 1))},
+		"ratio on rate":     {bw.WithPolicy(bw.FailureRate(0.5, 10, time.Second).WithRatio(0.5))},
+		"ratio above 1":     {bw.WithPolicy(bw.Window(1, time.Second).WithRatio(1.5))},
+		"negative category": {bw.WithPolicy(bw.Window(1, time.Second).WithCategoryThreshold(bw.Timeout, -1))},
+		"open timeout":      {bw.WithOpenTimeout(0, time.Second)},
+		"max below base":    {bw.WithOpenTimeout(time.Minute, time.Second)},
+		"jitter":            {bw.WithOpenJitter(2)},
+		"probes":            {bw.WithHalfOpen(0, 1)},
+		"fault rate":        {bw.WithFaultInjection(-0.1)},
+		"limits":            {bw.WithBreakerLimits(0, time.Minute)},
 	} {
 		if _, err := bw.NewBreakers(opts...); err == nil {
 			t.Errorf("%s: no error", name)

@@ -57,7 +57,14 @@ type breakerConfig struct {
 	bus            ClusterBus
 }
 
-// WithPolicy sets the counting policy. Default: Window(10, auto).
+// WithPolicy sets the counting policy. Default: the volume-aware
+// Window(10, auto).WithRatio(0.5).WithCategoryThreshold(Timeout, 5), which
+// opens on the 11th failing call within the window (the 5th, when it timed
+// out) once at least half of the calls made since the first of them
+// failed: a total outage opens it as fast as Window(10, auto) does, and a
+// failure rate that retries absorb never does. The window is sized from
+// the retry plan by a [Transport] (at least 10 s). Window(10, …) without a
+// ratio keeps ExternalService's exact contract.
 func WithPolicy(p Policy) BreakerOption {
 	return breakerOptionFunc(func(c *breakerConfig) { c.policy = p })
 }

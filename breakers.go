@@ -26,7 +26,7 @@ type Breakers struct {
 // every invalid option.
 func NewBreakers(opts ...BreakerOption) (*Breakers, error) {
 	cfg := breakerConfig{
-		policy:         Window(10, 0),
+		policy:         defaultPolicy,
 		openTimeout:    DefaultOpenTimeout,
 		maxOpenTimeout: DefaultMaxOpenTimeout,
 		jitter:         DefaultOpenJitter,
@@ -232,7 +232,11 @@ func (bs *Breakers) newBreaker(key string) *Breaker {
 	}
 	switch p := bs.cfg.policy; p.kind {
 	case policyWindow:
-		b.window = failureWindow{times: make([]int64, p.tolerate+1)}
+		if p.ratio > 0 {
+			b.share = newShareWindow(p.within)
+		} else {
+			b.window = failureWindow{times: make([]int64, p.tolerate+1)}
+		}
 	case policyFailureRate:
 		b.rate = newRateWindow(p.within)
 	}

@@ -65,7 +65,7 @@ func (t *Transport) Explain() string {
 		true:  "every method (WithRetryNonIdempotent)",
 	}[c.retryNonIdempotent])
 	if c.budget {
-		line(2, "retry budget", "%.0f%% of calls + %s/s per key over %s", c.budgetRatio*100, strconv.FormatFloat(c.budgetFloor, 'f', -1, 64), formatDuration(c.budgetWindow))
+		line(2, "retry budget", "%.0f%% of calls + %s/s per key over %s; a retry that succeeds is given back", c.budgetRatio*100, strconv.FormatFloat(c.budgetFloor, 'f', -1, 64), formatDuration(c.budgetWindow))
 	} else {
 		line(2, "retry budget", "none")
 	}
@@ -78,18 +78,23 @@ func (t *Transport) Explain() string {
 		line(2, "", "none: calls are never rejected by a breaker")
 	} else {
 		p := bc.policy
-		charge := "one charge per call that gives up"
+		charge := "once per call that gives up, as its attempts showed"
 		if c.meltPerAttempt {
-			charge = "one charge per failing attempt"
+			charge = "once per failing attempt"
 		}
 		switch p.kind {
 		case policyWindow:
-			line(2, "opens after", "%d failures within %s (%s)", p.tolerate+1, formatDuration(p.within), charge)
+			share := ""
+			if p.ratio > 0 {
+				share = fmt.Sprintf(", if at least %.0f%% of the calls since the first of them failed", p.ratio*100)
+			}
+			line(2, "opens after", "%d failures within %s%s%s", p.tolerate+1, formatDuration(p.within), categoryThresholds(p), share)
 		case policyConsecutive:
-			line(2, "opens after", "%d consecutive failures (%s)", p.threshold, charge)
+			line(2, "opens after", "%d consecutive failures%s", p.threshold, categoryThresholds(p))
 		case policyFailureRate:
 			line(2, "opens after", "%.0f%% failures over %s, at least %d calls", p.ratio*100, formatDuration(p.within), p.minCalls)
 		}
+		line(2, "charged", "%s", charge)
 		line(2, "open for", "%s, doubling on each reopen up to %s, +%.0f%% jitter", formatDuration(bc.openTimeout), formatDuration(bc.maxOpenTimeout), bc.jitter*100)
 		line(2, "half-open", "%d probe(s) at a time, %d success(es) to close", bc.maxProbes, bc.successes)
 		if bc.mode == ModeShadow {
@@ -114,6 +119,12 @@ func (t *Transport) Explain() string {
 		line(2, "takes", "unbounded: nothing limits a single attempt")
 	}
 	return b.String()
+}
+
+// simOutcome is one call's charge in a simulation.
+type simOutcome struct {
+	at     time.Duration
+	failed bool
 }
 
 // Scenario is an upstream behaviour for [Transport.Simulate].
@@ -161,6 +172,7 @@ func (t *Transport) Simulate(s Scenario) SimResult {
 		res          SimResult
 		now          time.Duration
 		melts        []time.Duration // window policy
+		outcomes     []simOutcome    // window policy with a ratio
 		consec       int
 		calls, fails []time.Duration // failure-rate policy
 	)
@@ -193,13 +205,25 @@ func (t *Transport) Simulate(s Scenario) SimResult {
 				fails = append(fails, now)
 			}
 			calls, fails = keepWithin(calls, now, p.within), keepWithin(fails, now, p.within)
-			return failed && len(calls) >= p.minCalls && float64(len(fails)) >= p.ratio*float64(len(calls))
+			return p.rateTrips(int64(len(calls)), int64(len(fails)))
+		}
+		if p.ratio > 0 {
+			outcomes = append(outcomes, simOutcome{now, failed})
 		}
 		if !failed {
 			return false
 		}
 		melts = keepWithin(append(melts, now), now, p.within)
-		return len(melts) > p.tolerate
+		if len(melts) <= p.tolerate {
+			return false
+		}
+		since := 0 // the calls since the oldest failure in the window
+		for _, o := range outcomes {
+			if o.at >= melts[0] {
+				since++
+			}
+		}
+		return shareLowerBound(int64(len(melts)), int64(since)) >= p.ratio
 	}
 	for res.Calls < s.MaxCalls && res.OpensAfter == 0 {
 		res.Calls++
@@ -222,6 +246,22 @@ func (t *Transport) Simulate(s Scenario) SimResult {
 	}
 	res.Elapsed = now
 	return res
+}
+
+// categoryThresholds describes a policy's per-category thresholds, for
+// example " (5 for a timeout)": the count that opens the breaker when the
+// failure that reaches it is of that category.
+func categoryThresholds(p Policy) string {
+	var parts []string
+	for c, n := range p.byCategory {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%d for a %s", n, Category(c)))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }
 
 // keepWithin drops the times not inside (now-within, now].

@@ -43,6 +43,45 @@ func seeded(seed uint64) func() float64 {
 	}
 }
 
+// A flapping upstream: 30 % of attempts fail at once, the rest answer in
+// 5 ms. Retries absorb the failures; the budget must not run dry and the
+// breaker must not open.
+func TestPartialOutageFlap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		draw := seeded(1)
+		u := breakwatertest.NewPipeUpstreamFunc(t, func(int, *http.Request) breakwatertest.Step {
+			switch x := draw(); {
+			case x < 0.15:
+				return breakwatertest.Step{Status: 500}
+			case x < 0.30:
+				return breakwatertest.Step{Status: 503}
+			}
+			return breakwatertest.Step{Delay: 5 * time.Millisecond}
+		})
+		var opens openCounter
+		tr := newTransport(t, u.Transport(), opens.option())
+		results, _ := load(tr, 200, 5*time.Second, 0)
+		ok := 0
+		for _, r := range results {
+			if r.status == 200 {
+				ok++
+			}
+		}
+		perCall := float64(u.Count()) / float64(len(results))
+		t.Logf("flap: %d/%d calls ok (%.1f%%), %.2f upstream requests per call, %d openings",
+			ok, len(results), 100*float64(ok)/float64(len(results)), perCall, opens.n.Load())
+		if float64(ok) < 0.95*float64(len(results)) {
+			t.Errorf("%d/%d calls succeeded, want at least 95%%", ok, len(results))
+		}
+		if perCall > 1.5 {
+			t.Errorf("%.2f upstream requests per call, want at most 1.5", perCall)
+		}
+		if opens.n.Load() != 0 {
+			t.Errorf("the breaker opened %d times", opens.n.Load())
+		}
+	})
+}
+
 // Every first attempt fails with a 503 carrying a 64 KiB body; every retry
 // succeeds.
 func TestPartialOutageRetriedFirstAttempts(t *testing.T) {
@@ -103,6 +142,40 @@ func TestPartialOutageHardDown(t *testing.T) {
 	})
 }
 
+// The default breaker counts a failing fraction: calls that fail 30 % of
+// the time (not retried) never open it, a total outage does on the 11th
+// failing call.
+func TestPartialOutageDefaultPolicyIsVolumeAware(t *testing.T) {
+	bs, err := bw.NewBreakers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := bs.Get("flaky")
+	draw := seeded(7)
+	for i := range 1000 {
+		p, err := b.Allow()
+		if err != nil {
+			t.Fatalf("call %d rejected: 30%% failing calls opened the default breaker", i)
+		}
+		cat := bw.Success
+		if draw() < 0.3 {
+			cat = bw.ServerError
+		}
+		p.Done(bw.Outcome{Category: cat})
+	}
+	b = bs.Get("down")
+	for i := 1; i <= 11; i++ {
+		p, err := b.Allow()
+		if err != nil {
+			t.Fatalf("call %d rejected", i)
+		}
+		p.Done(bw.Outcome{Category: bw.ServerError})
+		if want := i == 11; (b.State() == bw.StateOpen) != want {
+			t.Fatalf("after %d failing calls the breaker is %s", i, b.State())
+		}
+	}
+}
+
 // When an open breaker lets calls through again, they arrive as offered.
 func TestPartialOutageNoHerdAfterBreaker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -147,6 +220,36 @@ func TestPartialOutageHangWithShortCallers(t *testing.T) {
 		t.Logf("hang, 200 ms attempts, 350 ms callers: breaker %s after %d calls and %d upstream requests", s.StateName, calls, u.Count())
 		if s.State != bw.StateOpen || calls > 12 {
 			t.Fatalf("breaker %s after %d calls, want open within 12", s.StateName, calls)
+		}
+	})
+}
+
+// A hang is learned when callers' deadlines (2 s) are shorter than the
+// attempt timeout (10 s): a second wave fails fast.
+func TestPartialOutageHangWithLongAttemptTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Hang: true})
+		tr := newTransport(t, u.Transport())
+		wave := func() (fast int) {
+			var n atomic.Int32
+			var wg sync.WaitGroup
+			for range 10 {
+				wg.Go(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+					defer cancel()
+					if r, took := send(ctx, tr, "upstream.test"); errors.Is(r.err, bw.ErrCircuitOpen) && took < time.Millisecond {
+						n.Add(1)
+					}
+				})
+			}
+			wg.Wait()
+			return int(n.Load())
+		}
+		wave()
+		fast := wave()
+		t.Logf("hang, 10 s attempts, 2 s callers: %d of a second wave of 10 failed fast; %d upstream requests", fast, u.Count())
+		if fast < 9 {
+			t.Fatalf("%d of the second wave failed fast, want at least 9", fast)
 		}
 	})
 }

@@ -3,6 +3,7 @@ package breakwater
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -20,8 +21,10 @@ const (
 )
 
 // A Policy decides when failures open a breaker. Build one with [Window],
-// [Consecutive] or [FailureRate]; the zero Policy is Window(10, auto).
-// A Policy is a value: methods return modified copies.
+// [Consecutive] or [FailureRate]; the zero Policy is Window(0, auto), and
+// the breakers' default is the volume-aware
+// Window(10, auto).WithRatio(0.5).WithCategoryThreshold(Timeout, 5) (see
+// [WithPolicy]). A Policy is a value: methods return modified copies.
 type Policy struct {
 	kind       policyKind
 	tolerate   int
@@ -29,12 +32,15 @@ type Policy struct {
 	threshold  int
 	byCategory [numCategories]int
 	ratio      float64
+	ratioSet   bool // WithRatio was called
 	minCalls   int
 }
 
 // Window opens the breaker on the (tolerate+1)-th failure counted within the
 // sliding window: a failure at time t is counted at now while t > now-within.
-// Successes never decrement the count. This is ExternalService's policy.
+// Successes never decrement the count. This is ExternalService's policy,
+// and its contract is exact: Window(10, …) opens on the 11th failing call
+// whatever the call volume. [Policy.WithRatio] makes it volume-aware.
 //
 // within 0 sizes the window automatically: a [Transport] sizes it from its
 // retry plan (twice the time tolerate failing calls take, at least 10 s) so
@@ -50,16 +56,41 @@ func Consecutive(n int) Policy {
 	return Policy{kind: policyConsecutive, threshold: n}
 }
 
-// WithCategoryThreshold returns a copy of a [Consecutive] policy that opens
-// when a failure of category c brings the running consecutive count to n,
-// whatever categories the earlier failures had. For example Consecutive(5)
-// with a Timeout threshold of 2 opens on server error, server error, timeout.
+// WithCategoryThreshold returns a copy of a [Consecutive] or [Window]
+// policy that opens when a failure of category c brings the count (of
+// consecutive failures, or of failures within the window) to n, whatever
+// categories the earlier failures had, as Lasso's per-category thresholds
+// do. For example Consecutive(5) with a Timeout threshold of 2 opens on
+// server error, server error, timeout.
 func (p Policy) WithCategoryThreshold(c Category, n int) Policy {
 	if c < numCategories {
 		p.byCategory[c] = n
 	}
 	return p
 }
+
+// WithRatio returns a copy of a [Window] policy that also needs the failing
+// calls to be at least the fraction r (0 < r <= 1) of the calls made since
+// the oldest failure still in the window, with 95 % confidence (the lower
+// bound of the Wilson score interval, so that a burst of failures among
+// few calls is not taken for a majority): a volume-aware window, which a
+// failure rate that retries absorb never opens however many calls fail in
+// absolute terms, while a total outage opens it on the (tolerate+1)-th
+// failing call as before (11 failures of 11 calls are a share of at least
+// 0.74). r = 0 is the plain Window. Its memory does not grow with
+// tolerate, and a healthy breaker counts a success with one atomic load:
+// successes are counted only while a failure is in the window.
+func (p Policy) WithRatio(r float64) Policy {
+	p.ratio = r
+	p.ratioSet = true
+	return p
+}
+
+// defaultPolicy is the breakers' default (see WithPolicy): opens on the
+// 11th failing call within the window (the 5th when it is a timeout: hangs
+// are learned sooner), once at least half of the calls made since the
+// first of them failed, beyond chance.
+var defaultPolicy = Window(10, 0).WithRatio(0.5).WithCategoryThreshold(Timeout, 5)
 
 // FailureRate opens the breaker when, over the sliding window within, at
 // least minCalls outcomes were recorded and the failing fraction is at least
@@ -75,19 +106,33 @@ func (p *Policy) rateTrips(calls, fails int64) bool {
 	return fails > 0 && calls >= int64(p.minCalls) && float64(fails) >= p.ratio*float64(calls)
 }
 
-// String describes the policy, for example "window(tolerate=10, within=auto)".
+// String describes the policy, for example "window(tolerate=10,
+// within=auto)" or, for the default,
+// "window(tolerate=10, within=auto, ratio=0.50, timeout=5)".
 func (p Policy) String() string {
+	var b strings.Builder
 	switch p.kind {
 	case policyConsecutive:
-		return fmt.Sprintf("consecutive(%d)", p.threshold)
+		fmt.Fprintf(&b, "consecutive(%d", p.threshold)
 	case policyFailureRate:
 		return fmt.Sprintf("failure_rate(%.2f, min_calls=%d, within=%s)", p.ratio, p.minCalls, p.within)
+	default:
+		w := "auto"
+		if p.within > 0 {
+			w = p.within.String()
+		}
+		fmt.Fprintf(&b, "window(tolerate=%d, within=%s", p.tolerate, w)
+		if p.ratio > 0 {
+			fmt.Fprintf(&b, ", ratio=%.2f", p.ratio)
+		}
 	}
-	w := "auto"
-	if p.within > 0 {
-		w = p.within.String()
+	for c, n := range p.byCategory {
+		if n > 0 {
+			fmt.Fprintf(&b, ", %s=%d", Category(c), n)
+		}
 	}
-	return fmt.Sprintf("window(tolerate=%d, within=%s)", p.tolerate, w)
+	b.WriteString(")")
+	return b.String()
 }
 
 // Tolerate is the number of failures a [Window] policy absorbs without
@@ -111,14 +156,12 @@ func (p Policy) validate() error {
 		if p.within < 0 {
 			return fmt.Errorf("breakwater: Window within must be >= 0, got %s", p.within)
 		}
+		if !(p.ratio >= 0 && p.ratio <= 1) {
+			return fmt.Errorf("breakwater: Window ratio must be in [0, 1], got %v", p.ratio)
+		}
 	case policyConsecutive:
 		if p.threshold < 1 {
 			return fmt.Errorf("breakwater: Consecutive threshold must be >= 1, got %d", p.threshold)
-		}
-		for c, n := range p.byCategory {
-			if n < 0 {
-				return fmt.Errorf("breakwater: category threshold for %s must be >= 0, got %d", Category(c), n)
-			}
 		}
 	case policyFailureRate:
 		if !(p.ratio > 0 && p.ratio <= 1) {
@@ -133,11 +176,15 @@ func (p Policy) validate() error {
 	default:
 		return errors.New("breakwater: unknown policy")
 	}
-	if p.kind != policyConsecutive {
-		for _, n := range p.byCategory {
-			if n != 0 {
-				return errors.New("breakwater: category thresholds apply only to the Consecutive policy")
-			}
+	if p.ratioSet && p.kind != policyWindow {
+		return errors.New("breakwater: WithRatio applies only to the Window policy")
+	}
+	for c, n := range p.byCategory {
+		switch {
+		case n < 0:
+			return fmt.Errorf("breakwater: category threshold for %s must be >= 0, got %d", Category(c), n)
+		case n > 0 && p.kind == policyFailureRate:
+			return errors.New("breakwater: category thresholds apply only to the Consecutive and Window policies")
 		}
 	}
 	return nil
