@@ -42,7 +42,8 @@ type limitsConfig struct {
 	gates     *PauseGates
 	gatesSet  bool
 
-	pacing bool
+	pacing    bool
+	pacingSet bool // WithRateLimitHeaders was given
 }
 
 // WithRateLimit gives every key a token bucket of limit requests per
@@ -93,10 +94,11 @@ func WithoutPauseGate() Option {
 // WithRateLimitHeaders, when on, paces calls on the rate limit fields of
 // every response (see [ParseQuotaReset]): when the upstream says the
 // quota is spent until T, the key is paused until T through the pause
-// gate, so the next call waits instead of being answered 429. It needs the
-// pause gate. Default: off.
+// gate (under the same cap as a Retry-After, [WithMaxRetryAfter]), so the
+// next call waits instead of being answered 429. It needs the pause gate.
+// Default: on, and off without the pause gate.
 func WithRateLimitHeaders(on bool) Option {
-	return optionFunc(func(c *config) { c.limits.pacing = on })
+	return optionFunc(func(c *config) { c.limits.pacing, c.limits.pacingSet = on, true })
 }
 
 // WithConcurrencyLimit gives every key a bulkhead of limit slots; each
@@ -150,10 +152,10 @@ func (lc *limitsConfig) build(maxKeys int, idleTTL, maxRetryAfter time.Duration)
 		errs = append(errs, err)
 		l.gates = g
 	}
-	if lc.pacing && l.gates == nil {
+	if lc.pacing && lc.pacingSet && l.gates == nil {
 		errs = append(errs, errors.New("breakwater: WithRateLimitHeaders needs the pause gate"))
 	}
-	l.pacing = lc.pacing
+	l.pacing = lc.pacing && l.gates != nil
 	return l, errors.Join(errs...)
 }
 

@@ -117,8 +117,9 @@ type Outcome struct {
 	Category Category
 	// Status is the response's status code, or 0 when there was no response.
 	Status int
-	// RetryAfter is the server's hint (Retry-After, or RateLimit-Reset /
-	// X-RateLimit-Reset on a 429), measured against the response's Date
+	// RetryAfter is the server's hint (Retry-After, or on a 429
+	// RateLimit-Reset, X-RateLimit-Reset or the structured RateLimit
+	// field), measured against the response's Date
 	// header when it has one. Valid when HasRetryAfter is true; a date in
 	// the past is a hint of zero.
 	RetryAfter time.Duration
@@ -162,8 +163,11 @@ const DefaultMaxRetryAfter = 2 * time.Minute
 //
 // The Retry-After field (see [ParseRetryAfter]) is read only for 408, 429 and
 // 5xx; on a 429 without a usable one, RateLimit-Reset and then
-// X-RateLimit-Reset are read as well (delta-seconds, or a Unix timestamp in seconds when the number
-// is above 1e9). A usable hint sets [Outcome.HasRetryAfter] and
+// X-RateLimit-Reset are read as well (delta-seconds, or a Unix timestamp in
+// seconds when the number is above 1e9), and then the structured RateLimit
+// field that breakwater's own [ClientRateLimit] sends (a policy with no
+// requests remaining resets after its t, as [ParseQuotaReset] reads it).
+// A usable hint sets [Outcome.HasRetryAfter] and
 // [Outcome.RetryAfter], and [Outcome.RetryAfterTooLong] when it exceeds the
 // maximum. Classify does not allocate for a response without a hint or with
 // a delta-seconds one.
@@ -317,6 +321,9 @@ func classifyResponse(resp *http.Response, maxRetryAfter time.Duration) Outcome 
 	d, ok := ParseRetryAfter(resp.Header, now)
 	if !ok && s == http.StatusTooManyRequests {
 		d, ok = rateLimitReset(resp.Header, now)
+		if lines := resp.Header[headerRateLimit]; !ok && len(lines) > 0 {
+			d, ok = structuredQuota(lines, resp.Header[headerRateLimitPolicy])
+		}
 	}
 	if !ok {
 		return o

@@ -198,6 +198,36 @@ func TestClassifyHints(t *testing.T) {
 			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 429, RetryAfter: time.Hour, HasRetryAfter: true, RetryAfterTooLong: true},
 		},
 		{
+			name: "429_structured_ratelimit_field",
+			c:    breakwater.Classify,
+			resp: response(429, "RateLimit", `"default";r=0;t=2`, "RateLimit-Policy", `"default";q=10;w=60`),
+			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 429, RetryAfter: 2 * time.Second, HasRetryAfter: true},
+		},
+		{
+			name: "429_structured_ratelimit_policy_window",
+			c:    breakwater.Classify,
+			resp: response(429, "RateLimit", `"default";r=0`, "RateLimit-Policy", `"default";q=10;w=5`),
+			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 429, RetryAfter: 5 * time.Second, HasRetryAfter: true},
+		},
+		{
+			name: "429_retry_after_first",
+			c:    breakwater.Classify,
+			resp: response(429, "Retry-After", "1", "RateLimit", `"default";r=0;t=2`),
+			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 429, RetryAfter: time.Second, HasRetryAfter: true},
+		},
+		{
+			name: "429_quota_left_is_no_hint",
+			c:    breakwater.Classify,
+			resp: response(429, "RateLimit", `"default";r=3;t=2`),
+			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 429},
+		},
+		{
+			name: "503_ignores_ratelimit_field",
+			c:    breakwater.Classify,
+			resp: response(503, "RateLimit", `"default";r=0;t=2`),
+			want: breakwater.Outcome{Category: breakwater.ServerError, Status: 503},
+		},
+		{
 			name: "503_ignores_ratelimit_reset",
 			c:    breakwater.Classify,
 			resp: response(503, "RateLimit-Reset", "7"),

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -300,5 +301,81 @@ func TestPartialOutageImpatientCallersAreNeutral(t *testing.T) {
 				t.Fatalf("callers cancelling a hung call: %+v", s)
 			}
 		})
+	})
+}
+
+// A 429 whose only hint is the structured RateLimit field (what
+// ClientRateLimit sends) is retried no earlier than its reset.
+func TestPartialOutageRateLimitFieldHint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t,
+			breakwatertest.Step{Status: 429, Header: http.Header{
+				"Ratelimit":        {`"default";r=0;t=2`},
+				"Ratelimit-Policy": {`"default";q=10;w=60`},
+			}},
+			breakwatertest.Step{})
+		tr := newTransport(t, u.Transport())
+		if r := get(tr); r.status != 200 {
+			t.Fatalf("%+v", r)
+		}
+		reqs := u.Requests()
+		if gap := reqs[1].At.Sub(reqs[0].At); gap < 2*time.Second {
+			t.Fatalf("retried after %s, the RateLimit field asked for 2s", gap)
+		}
+	})
+}
+
+// A fixed-window quota that announces itself on every response: the
+// defaults pace on it instead of collecting 429s.
+func TestPartialOutageQuota(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const quota = 10 // per second, in fixed windows
+		start := time.Now()
+		var mu sync.Mutex
+		window, used := -1, 0
+		u := breakwatertest.NewPipeUpstreamFunc(t, func(int, *http.Request) breakwatertest.Step {
+			mu.Lock()
+			defer mu.Unlock()
+			elapsed := time.Since(start)
+			if w := int(elapsed / time.Second); w != window {
+				window, used = w, 0
+			}
+			reset := time.Duration(window+1)*time.Second - elapsed
+			status := 200
+			if used < quota {
+				used++
+			} else {
+				status = 429
+			}
+			secs := int((reset + time.Second - 1) / time.Second)
+			return breakwatertest.Step{Status: status, Header: http.Header{
+				"Ratelimit-Policy": {`"default";q=` + strconv.Itoa(quota) + `;w=1`},
+				"Ratelimit":        {`"default";r=` + strconv.Itoa(quota-used) + `;t=` + strconv.Itoa(secs)},
+			}}
+		})
+		tr := newTransport(t, u.Transport())
+		var ok atomic.Int32
+		var wg sync.WaitGroup
+		calls := make(chan struct{}, 100)
+		for range 100 {
+			calls <- struct{}{}
+		}
+		close(calls)
+		for range 4 {
+			wg.Go(func() {
+				for range calls {
+					if r := get(tr); r.status == 200 {
+						ok.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		n429 := u.Count() - int(ok.Load())
+		perOK := float64(n429) / max(1, float64(ok.Load()))
+		t.Logf("quota of %d/s, 4 workers: %d/100 calls ok, %d 429s (%.2f per ok call) in %s", quota, ok.Load(), n429, perOK, time.Since(start))
+		if ok.Load() < 95 || perOK > 0.2 {
+			t.Fatalf("%d/100 ok with %.2f 429s per ok call; want at least 95 and at most 0.2", ok.Load(), perOK)
+		}
 	})
 }

@@ -182,7 +182,7 @@ func (g *PauseGates) Observe(key string, o Outcome) {
 // on RateLimit and X-RateLimit-* response fields instead of collecting
 // 429s.
 func (g *PauseGates) ObserveHeaders(key string, h http.Header) {
-	if g == nil {
+	if g == nil || len(h[headerRateLimit]) == 0 && len(h[headerRateLimitRemaining]) == 0 && len(h[headerXRateLimitRemaining]) == 0 {
 		return
 	}
 	if d, ok := ParseQuotaReset(h, time.Now()); ok {

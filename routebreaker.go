@@ -53,8 +53,9 @@ type RouteBreaker struct {
 // NewRouteBreaker returns a route breaker whose breakers live in bs, which
 // sets the counting policy, open durations, half-open probes and bounds; a
 // nil bs is NewBreakers() with its defaults (open on the 11th failure
-// within 10 s, open 5 s doubling to 60 s, 1 probe and 2 successes to
-// close). bs may be shared with other code that trips or resets routes.
+// within 10 s, or the 5th timeout, once failures are at least half of the
+// requests since the first of them; open 5 s doubling to 60 s, 1 probe and
+// 2 successes to close). bs may be shared with other code that trips or resets routes.
 func NewRouteBreaker(bs *Breakers, opts ...RouteBreakerOption) (*RouteBreaker, error) {
 	c := routeBreakerConfig{key: RouteKey}
 	for _, o := range opts {

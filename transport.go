@@ -288,6 +288,7 @@ func NewTransport(opts ...Option) (*Transport, error) {
 		budgetWindow:   DefaultRetryBudgetWindow,
 		maxKeys:        DefaultMaxBreakers,
 		idleTTL:        DefaultBreakerIdleTTL,
+		limits:         limitsConfig{pacing: true},
 	}
 	cfg.setBackoff(ExponentialJitter(DefaultBackoffBase, DefaultBackoffMax))
 	for _, o := range opts {
