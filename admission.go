@@ -66,12 +66,12 @@ func WithRateLimiters(rs *RateLimiters) Option {
 	return optionFunc(func(c *config) { c.limits.rateSet, c.limits.rate = false, rs })
 }
 
-// WithPauseGate configures the pause gate, which is on by default: a
-// [Throttled] outcome with a Retry-After hint pauses its key, and later
-// attempts to the key wait for the pause to end when their deadline allows
-// it, or fail at once with a *[PauseError] (category [Rejected]). The
-// pause is capped by [WithMaxPause], by default the [WithMaxRetryAfter]
-// value.
+// WithPauseGate configures the pause gate, which is on by default (see
+// [PauseGates]): a 429 with a hint pauses its key, 503s with a hint hold
+// it only while they answer most of its attempts, and later attempts to
+// the key wait for their turn when their deadline allows it, or fail at
+// once with a *[PauseError] (category [Rejected]). The pause is capped by
+// [WithMaxPause], by default the [WithMaxRetryAfter] value.
 func WithPauseGate(opts ...PauseOption) Option {
 	return optionFunc(func(c *config) {
 		c.limits.noPause, c.limits.gatesSet, c.limits.gates = false, false, nil

@@ -20,7 +20,7 @@ import (
 //	success        1xx–3xx                                      –        success
 //	client_error   4xx not listed below                         no       success
 //	auth_error     401, 403, 407                                no       success (counting is opt-in)
-//	throttled      429; 503 carrying Retry-After                yes*     neutral; pauses the key
+//	throttled      429; 503 carrying Retry-After                yes*     neutral; feeds the pause gate
 //	server_error   500, 502, 503 without Retry-After, other 5xx yes      failure
 //	unsupported    501, 505                                     no       neutral
 //	timeout        408, 504, an attempt timeout of ours         yes      failure

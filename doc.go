@@ -31,8 +31,10 @@
 //
 // [RateLimiters] keeps a token bucket per key (on golang.org/x/time/rate)
 // that waits for a token within the caller's deadline or refuses at once;
-// [PauseGates] holds a key while its upstream asked it to pause (429 or
-// 503 with Retry-After, or a spent quota in RateLimit fields); [Bulkheads]
+// [PauseGates] holds a key while its upstream asked it to wait (a 429's
+// Retry-After or a spent quota in RateLimit fields; 503s with Retry-After
+// only when they answer most of its attempts), and releases the calls it
+// held one probe first, then spread out; [Bulkheads]
 // bound the requests in flight per key, with an optional FIFO queue and an
 // adaptive limit ([AIMD], [Gradient]). A [Transport] runs them for every
 // attempt, after the breaker admits it; each is also usable on its own, as

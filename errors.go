@@ -13,8 +13,9 @@ var (
 	ErrCircuitOpen = errors.New("breakwater: circuit open")
 	// ErrHalfOpenBusy: the breaker is half-open and all probe slots are taken.
 	ErrHalfOpenBusy = errors.New("breakwater: circuit half-open, probe slots busy")
-	// ErrPaused: the upstream asked the key to pause (429 or 503 with
-	// Retry-After) and the pause outlasts the caller's deadline.
+	// ErrPaused: the upstream asked the key to wait (a 429's Retry-After,
+	// a spent quota, or 503s with Retry-After answering most of its recent
+	// attempts) and the wait outlasts the caller's deadline.
 	ErrPaused = errors.New("breakwater: paused by upstream")
 	// ErrRateLimited: a token would not be available before the deadline.
 	ErrRateLimited = errors.New("breakwater: rate limited")
@@ -82,9 +83,10 @@ func RetryAfter(err error) (time.Duration, bool) {
 	return 0, false
 }
 
-// PauseError is returned when a key is paused at the upstream's request (a
-// 429 or 503 with a Retry-After hint, or a spent quota announced in rate
-// limit headers) and the pause outlasts what the call may wait. It matches
+// PauseError is returned when a key is held at the upstream's request (a
+// 429 with a hint, a spent quota announced in rate limit headers, or 503s
+// with a Retry-After hint answering most of its recent attempts; see
+// [PauseGates]) and the wait outlasts what the call may wait. It matches
 // [ErrPaused] with errors.Is.
 type PauseError struct {
 	Key string

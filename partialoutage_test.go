@@ -177,6 +177,143 @@ func TestPartialOutageDefaultPolicyIsVolumeAware(t *testing.T) {
 	}
 }
 
+// One backend of four behind a load balancer answers 503 with
+// Retry-After: 1, the others answer fast, slowly, or too slowly for the
+// callers' 800 ms deadlines. The 503 must not pause the whole host.
+func TestPartialOutageOneBadBackend(t *testing.T) {
+	script := func(n int, _ *http.Request) breakwatertest.Step {
+		switch n % 4 {
+		case 1:
+			return breakwatertest.Step{Status: 503, Header: http.Header{"Retry-After": {"1"}}}
+		case 2:
+			return breakwatertest.Step{Delay: 10 * time.Millisecond}
+		case 3:
+			return breakwatertest.Step{Delay: 300 * time.Millisecond}
+		}
+		return breakwatertest.Step{Delay: time.Second}
+	}
+	run := func(rt http.RoundTripper) int {
+		ok := 0
+		results, _ := load(rt, 32, 3*time.Second, 800*time.Millisecond)
+		for _, r := range results {
+			if r.status == 200 {
+				ok++
+			}
+		}
+		return ok
+	}
+	var bare, withBW int
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstreamFunc(t, script)
+		bare = run(u.Transport())
+	})
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstreamFunc(t, script)
+		withBW = run(newTransport(t, u.Transport()))
+	})
+	t.Logf("one bad backend of four: bare client %d/96 ok, breakwater %d/96", bare, withBW)
+	if withBW < bare {
+		t.Fatalf("breakwater delivered %d/96, less than the bare client's %d/96", withBW, bare)
+	}
+}
+
+// A maintenance window: every request answered 503 with Retry-After: 1 for
+// 3 s at 50 calls/s, then the upstream is back. Calls meet it cold, or
+// after a healthy second.
+func TestPartialOutageMaintenance(t *testing.T) {
+	for _, warm := range []time.Duration{0, time.Second} {
+		synctest.Test(t, func(t *testing.T) {
+			start := time.Now()
+			begin, recovery := start.Add(warm), start.Add(warm+3*time.Second)
+			u := breakwatertest.NewPipeUpstreamFunc(t, func(int, *http.Request) breakwatertest.Step {
+				if now := time.Now(); !now.Before(begin) && now.Before(recovery) {
+					return breakwatertest.Step{Status: 503, Header: http.Header{"Retry-After": {"1"}}}
+				}
+				return breakwatertest.Step{Delay: 5 * time.Millisecond}
+			})
+			tr := newTransport(t, u.Transport())
+			results, _ := load(tr, 50, warm+4*time.Second, 0)
+			ok := 0
+			for _, r := range results {
+				if r.status == 200 {
+					ok++
+				}
+			}
+			during, firstOK := 0, time.Duration(-1)
+			for _, r := range u.Requests() {
+				switch {
+				case r.At.Before(begin):
+				case r.At.Before(recovery):
+					during++
+				case firstOK < 0:
+					firstOK = r.At.Sub(recovery)
+				}
+			}
+			t.Logf("maintenance after %s of health: %d upstream requests during the 3 s window (150 calls), first success %s after recovery; %d/%d calls ok in the end",
+				warm, during, firstOK, ok, len(results))
+			if during > 20 {
+				t.Errorf("%d requests during the maintenance window, want at most 20", during)
+			}
+			if firstOK < 0 || firstOK > 150*time.Millisecond {
+				t.Errorf("first request after recovery came %s after it, want within 150ms", firstOK)
+			}
+		})
+	}
+}
+
+// When a pause ends, the calls it held reach the upstream spread out, one
+// probe first.
+func TestPartialOutageNoHerdAfterPause(t *testing.T) {
+	t.Run("recovery", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			start := time.Now()
+			var throttled atomic.Bool
+			u := breakwatertest.NewPipeUpstreamFunc(t, func(int, *http.Request) breakwatertest.Step {
+				if time.Since(start) >= time.Second && throttled.CompareAndSwap(false, true) {
+					return breakwatertest.Step{Status: 429, Header: http.Header{"Retry-After": {"1"}}}
+				}
+				return breakwatertest.Step{Delay: 5 * time.Millisecond}
+			})
+			tr := newTransport(t, u.Transport())
+			load(tr, 50, 4*time.Second, 0)
+			var recovering []time.Time
+			for _, at := range arrivals(u) {
+				if d := at.Sub(start); d >= 2*time.Second && d < 3500*time.Millisecond {
+					recovering = append(recovering, at)
+				}
+			}
+			n := maxInWindow(recovering, 50*time.Millisecond)
+			t.Logf("herd after a 1 s pause at 50 calls/s: at most %d arrivals in any 50 ms at recovery (offered 2.5)", n)
+			if n > 5 {
+				t.Fatalf("%d arrivals within 50 ms at recovery, more than twice the offered load (2.5)", n)
+			}
+		})
+	})
+	t.Run("probe refused again", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			start := time.Now()
+			u := breakwatertest.NewPipeUpstreamFunc(t, func(int, *http.Request) breakwatertest.Step {
+				if d := time.Since(start); d >= time.Second && d < 2500*time.Millisecond {
+					return breakwatertest.Step{Status: 429, Header: http.Header{"Retry-After": {"1"}}}
+				}
+				return breakwatertest.Step{Delay: 5 * time.Millisecond}
+			})
+			tr := newTransport(t, u.Transport())
+			load(tr, 50, 4*time.Second, 0)
+			var first []time.Time // arrivals in the 100 ms after the pause ended
+			for _, at := range arrivals(u) {
+				if d := at.Sub(start); d >= 2*time.Second && d < 2100*time.Millisecond {
+					first = append(first, at)
+				}
+			}
+			t.Logf("a probe refused again: %d arrivals in the 100 ms after the first pause ended", len(first))
+			if len(first) != 1 {
+				t.Fatalf("%d arrivals in the 100 ms after the pause ended, want the probe alone", len(first))
+			}
+		})
+	})
+}
+
 // When an open breaker lets calls through again, they arrive as offered.
 func TestPartialOutageNoHerdAfterBreaker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

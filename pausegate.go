@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -47,31 +48,50 @@ func WithPauseKeys(maxKeys int, idleTTL time.Duration) PauseOption {
 	return pauseOptionFunc(func(c *pauseConfig) { c.maxKeys, c.idleTTL = maxKeys, idleTTL })
 }
 
-// PauseGates holds the server-directed pauses of a set of keys. When an
-// upstream answers 429, or 503 with a Retry-After hint, or announces that
-// the client's quota is spent (see [ParseQuotaReset]), the key is paused
-// until the hint ends, clamped to the maximum pause. Calls to a paused key
-// wait for the pause to end when their deadline allows it and fail at once
-// with a *[PauseError] otherwise, instead of collecting more 429s.
+// PauseGates holds the calls to a key while its upstream asked them to
+// wait, in two ways, each as scoped as what the server said:
+//
+//   - a pause: a 429 with a hint (Retry-After, or the reset of the rate
+//     limit fields, see [Classify]), or a spent quota announced in rate
+//     limit fields (see [ParseQuotaReset]), pauses the key until the hint
+//     ends, clamped to the maximum pause, since RFC 6585 asks the client to
+//     wait "before making a new request";
+//   - an overload hold: a 503 with a hint asks only for that request's
+//     retry to wait (RFC 9110), and the gate holds the key only when such
+//     answers are the majority of its recent answers (at least 2 within a
+//     second, outnumbering the others: a host that still answers most
+//     requests keeps its traffic), letting one probe through every 150 ms
+//     until one is answered otherwise.
+//
+// Held calls wait when their deadline allows it, and fail at once with a
+// *[PauseError] otherwise, instead of collecting more 429s and 503s. When
+// the hold ends, one probe goes first and the others leave spread out,
+// paced at one and a half times the rate they arrived, never all at once.
 //
 // A pause is only ever extended: a later, shorter hint or a success never
 // shortens it; only [PauseGates.Resume] does. Checking a key costs one
-// atomic load, and no clock read, while no key is paused. PauseGates is
-// safe for concurrent use; a nil *PauseGates never pauses.
+// atomic load, and no clock read, while no key is held. PauseGates is safe
+// for concurrent use; a nil *PauseGates never pauses.
 type PauseGates struct {
 	cfg   pauseConfig
 	start time.Time
-	// latest is the end (registry nanoseconds) of the latest pause ever
-	// set, or 0 once it has passed: while it is 0 no key is paused.
+	// latest bounds (registry nanoseconds) when any gate may still hold,
+	// probe, release or count anything, or is 0 once that has passed:
+	// while it is 0, no key is held.
 	latest atomic.Int64
 	m      *keyedMap[*pauseGate]
 }
 
 type pauseGate struct {
 	key   string
-	until atomic.Int64 // registry nanoseconds; 0 or past: not paused
+	until atomic.Int64 // the pause's end, registry nanoseconds; 0 or past: none
+	busy  atomic.Int64 // until when the gate holds, probes, releases or counts
 	mu    sync.Mutex
-	wake  chan struct{} // closed when until changes; nil while nobody waits
+	wake  chan struct{} // closed when the gate changes; nil while nobody waits
+	// Guarded by mu:
+	ep       episode   // the calls held and their release (pausehold.go)
+	episodes uint64    // episodes so far, for their ids
+	over     *overload // the 503 admission (overload.go); nil when idle
 }
 
 // NewPauseGates returns a set of pause gates, or an error describing every
@@ -115,7 +135,23 @@ func (g *PauseGates) now() int64 { return int64(time.Since(g.start)) }
 
 func (g *PauseGates) wall(n int64) time.Time { return g.start.Add(time.Duration(n)) }
 
-func (g *PauseGates) evictable(pg *pauseGate) bool { return pg.until.Load() <= g.now() }
+func (g *PauseGates) evictable(pg *pauseGate) bool {
+	now := g.now()
+	return pg.until.Load() <= now && pg.busy.Load() <= now
+}
+
+// busyUntil records that pg holds, probes, releases or counts something
+// until t, so that the fast path looks at the gates until then.
+func (g *PauseGates) busyUntil(pg *pauseGate, t int64) {
+	for _, a := range [...]*atomic.Int64{&pg.busy, &g.latest} {
+		for {
+			l := a.Load()
+			if l >= t || a.CompareAndSwap(l, t) {
+				break
+			}
+		}
+	}
+}
 
 // MaxPause returns the cap on pauses.
 func (g *PauseGates) MaxPause() time.Duration {
@@ -134,7 +170,8 @@ func (g *PauseGates) gate(key string) (*pauseGate, bool) {
 
 // Pause pauses key for d from now, clamped to the maximum pause, unless it
 // is already paused for longer. It returns when the key's pause ends (the
-// zero time when d <= 0 or g is nil).
+// zero time when d <= 0 or g is nil). Calls released from an earlier hold
+// that have not gone yet are held again, in their order.
 func (g *PauseGates) Pause(key string, d time.Duration) time.Time {
 	return g.pause(key, d, g != nil && g.cfg.bus != nil)
 }
@@ -147,33 +184,76 @@ func (g *PauseGates) pause(key string, d time.Duration, publish bool) time.Time 
 	}
 	until := g.now() + int64(min(d, g.cfg.maxPause))
 	pg := g.m.get(key)
-	for {
-		old := pg.until.Load()
-		if old >= until {
-			return g.wall(old)
-		}
-		if pg.until.CompareAndSwap(old, until) {
-			break
-		}
+	pg.mu.Lock()
+	if old := pg.until.Load(); old >= until {
+		pg.mu.Unlock()
+		return g.wall(old)
 	}
-	for {
-		l := g.latest.Load()
-		if l >= until || g.latest.CompareAndSwap(l, until) {
-			break
-		}
-	}
-	pg.changed()
+	pg.until.Store(until)
+	pg.holdLocked()
+	g.busyUntil(pg, until)
+	pg.changedLocked()
+	pg.mu.Unlock()
 	if publish {
 		g.cfg.bus.Publish(ClusterEvent{Key: key, For: time.Duration(until - g.now())})
 	}
 	return g.wall(until)
 }
 
-// Observe feeds one attempt's outcome for key to the gates: a [Throttled]
-// outcome with a Retry-After hint pauses the key for the hint.
+// Observe feeds one attempt's outcome for key to the gates. A 429 (a
+// [Throttled] outcome with a hint, other than a 503) pauses the key for
+// the hint. A 503 with a hint, and every other answer (an outcome with a
+// Status), feed the key's overload admission while it has seen a 503 with
+// a hint in the last second; an answer that asks for nothing is also what
+// ends a probe's wait after a pause.
 func (g *PauseGates) Observe(key string, o Outcome) {
-	if o.Category == Throttled && o.HasRetryAfter {
+	if g == nil {
+		return
+	}
+	switch {
+	case o.Category == Throttled && o.HasRetryAfter && o.Status == http.StatusServiceUnavailable:
+		g.answer(key, true, o.RetryAfter)
+	case o.Category == Throttled && o.HasRetryAfter:
 		g.Pause(key, o.RetryAfter)
+	case o.Status != 0 && g.latest.Load() != 0:
+		g.answer(key, false, 0)
+	}
+}
+
+// answer records an answer for key: an overload one (503 with a hint d)
+// or one that asks for nothing.
+func (g *PauseGates) answer(key string, over bool, d time.Duration) {
+	var pg *pauseGate
+	if over {
+		pg = g.m.get(key)
+	} else if p, ok := g.gate(key); ok {
+		pg = p
+	} else {
+		return
+	}
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	now := g.now()
+	if pg.over == nil && over {
+		pg.over = newOverload(now)
+	}
+	if o := pg.over; o != nil {
+		began, ended := o.answer(now, over, now+int64(min(d, g.cfg.maxPause)))
+		switch {
+		case began:
+			pg.holdLocked()
+			pg.changedLocked()
+		case ended:
+			pg.releaseLocked(g, now, o.lastProbe)
+		}
+		if o.stale(now) {
+			pg.over = nil
+		} else {
+			g.busyUntil(pg, max(o.until, o.last+int64(overloadWindow)))
+		}
+	}
+	if !over && pg.ep.probeAt != 0 && pg.until.Load() <= now && (pg.over == nil || !pg.over.held) {
+		pg.releaseLocked(g, now, pg.ep.probeAt) // the probe after a pause was answered
 	}
 }
 
@@ -190,8 +270,9 @@ func (g *PauseGates) ObserveHeaders(key string, h http.Header) {
 	}
 }
 
-// Resume ends key's pause now and wakes the calls waiting for it; with
-// [WithSharedPauses] it ends on every replica.
+// Resume ends key's pause (and overload hold) now and releases the calls
+// waiting for it, spread out as after a pause, without a probe; with
+// [WithSharedPauses] the pause ends on every replica.
 func (g *PauseGates) Resume(key string) {
 	if g == nil {
 		return
@@ -203,31 +284,42 @@ func (g *PauseGates) Resume(key string) {
 }
 
 func (g *PauseGates) resume(key string) {
-	if pg, ok := g.m.lookup(key); ok && pg.until.Swap(0) != 0 {
-		pg.changed()
+	pg, ok := g.m.lookup(key)
+	if !ok {
+		return
 	}
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	pg.until.Store(0)
+	if pg.over != nil {
+		pg.over.held = false
+		pg.over.w.clear()
+	}
+	now := g.now()
+	pg.releaseLocked(g, now, math.MinInt64/2)
+	pg.changedLocked()
 }
 
-// changed wakes the calls waiting on the gate so that they look again.
-func (pg *pauseGate) changed() {
-	pg.mu.Lock()
+// changedLocked wakes the calls waiting on the gate so that they look
+// again. pg.mu must be held.
+func (pg *pauseGate) changedLocked() {
 	if pg.wake != nil {
 		close(pg.wake)
 		pg.wake = nil
 	}
-	pg.mu.Unlock()
 }
 
-func (pg *pauseGate) waitChan() <-chan struct{} {
-	pg.mu.Lock()
-	defer pg.mu.Unlock()
+// waitChanLocked returns the channel the next change closes. pg.mu must be
+// held.
+func (pg *pauseGate) waitChanLocked() <-chan struct{} {
 	if pg.wake == nil {
 		pg.wake = make(chan struct{})
 	}
 	return pg.wake
 }
 
-// Remaining reports how long key stays paused; zero when it is not paused.
+// Remaining reports how long key stays paused, or held by its overload
+// admission (until the latest 503's hint ends); zero when it is neither.
 func (g *PauseGates) Remaining(key string) time.Duration {
 	if g == nil {
 		return 0
@@ -248,16 +340,29 @@ func (g *PauseGates) remaining(key string, l int64) time.Duration {
 	if !ok {
 		return 0
 	}
-	return time.Duration(max(0, pg.until.Load()-now))
+	return time.Duration(max(0, pg.heldUntil(now)-now))
 }
 
-// Wait returns at once when key is not paused. While it is, Wait waits for
-// the pause to end if the remaining pause is at most the longest wait
+// heldUntil is when the key's pause, or its overload hold's latest hint,
+// ends; in the past when it is neither paused nor held.
+func (pg *pauseGate) heldUntil(now int64) int64 {
+	until := pg.until.Load()
+	pg.mu.Lock()
+	if o := pg.over; o != nil && o.held {
+		until = max(until, o.until, now+1)
+	}
+	pg.mu.Unlock()
+	return until
+}
+
+// Wait returns at once when key is not held. While it is, Wait waits for
+// its turn, when the hold's remaining time is at most the longest wait
 // ([WithPauseWait]) and shorter than the time left before ctx's deadline,
-// and otherwise fails at once with a *[PauseError] that matches [ErrPaused]
-// and carries the remaining time. A pause extended while waiting is
-// checked again the same way. If ctx ends while waiting, Wait returns
-// ctx.Err().
+// and otherwise fails at once with a *[PauseError] that matches
+// [ErrPaused] and carries the remaining time; a hold extended while
+// waiting is checked again the same way. Its turn comes when the pause
+// ends and a probe was answered, and then in order of arrival, spread out
+// (see [PauseGates]). If ctx ends while waiting, Wait returns ctx.Err().
 func (g *PauseGates) Wait(ctx context.Context, key string) error {
 	if g == nil {
 		return nil
@@ -274,39 +379,6 @@ func (g *PauseGates) wait(ctx context.Context, key string, dl time.Time) error {
 	return nil
 }
 
-func (g *PauseGates) waitSlow(ctx context.Context, key string, dl time.Time, latest int64) error {
-	if g.now() >= latest {
-		g.latest.CompareAndSwap(latest, 0)
-		return nil
-	}
-	pg, ok := g.gate(key)
-	if !ok {
-		return nil
-	}
-	for {
-		wake := pg.waitChan()
-		t := time.Now()
-		now := int64(t.Sub(g.start))
-		until := pg.until.Load()
-		if until <= now {
-			return nil
-		}
-		rem := time.Duration(until - now)
-		if left, ok := timeLeft(ctx, dl, t); rem > g.cfg.maxWait || ok && rem >= left {
-			return &PauseError{Key: key, Remaining: rem, Until: g.wall(until)}
-		}
-		timer := time.NewTimer(rem)
-		select {
-		case <-timer.C:
-		case <-wake:
-			timer.Stop()
-		case <-ctx.Done():
-			timer.Stop()
-			return ctx.Err()
-		}
-	}
-}
-
 // PauseSnapshot is a point-in-time view of one key's pause gate.
 type PauseSnapshot struct {
 	Key    string `json:"key"`
@@ -319,7 +391,8 @@ type PauseSnapshot struct {
 
 func (g *PauseGates) snapshot(pg *pauseGate) PauseSnapshot {
 	s := PauseSnapshot{Key: pg.key}
-	if u, now := pg.until.Load(), g.now(); u > now {
+	now := g.now()
+	if u := pg.heldUntil(now); u > now {
 		s.Paused, s.Until, s.Remaining = true, g.wall(u), time.Duration(u-now)
 		s.RemainingSeconds = s.Remaining.Seconds()
 	}

@@ -154,3 +154,95 @@ func TestPauseOverflowHoldsNoOtherKey(t *testing.T) {
 		t.Fatalf("the paused key: %v, want ErrPaused", err)
 	}
 }
+
+// A 503 with a hint holds the key only when such answers are the majority
+// of the attempts sent; then one probe goes every 150 ms, and the first
+// probe answered otherwise ends the hold.
+func TestPauseGateOverloadAdmission(t *testing.T) {
+	overloaded := bw.Outcome{Category: bw.Throttled, Status: 503, RetryAfter: time.Second, HasRetryAfter: true}
+	served := bw.Outcome{Category: bw.Success, Status: 200}
+	synctest.Test(t, func(t *testing.T) {
+		g := newPauseGates(t)
+		// One attempt in four answered 503: never held.
+		for i := range 40 {
+			if err := g.Wait(context.Background(), "lb"); err != nil {
+				t.Fatalf("attempt %d: %v", i, err)
+			}
+			if i%4 == 0 {
+				g.Observe("lb", overloaded)
+			} else if i%4 == 1 {
+				g.Observe("lb", served)
+			} // the other two are still in flight, or failed otherwise
+			time.Sleep(10 * time.Millisecond)
+		}
+		// Every attempt answered 503: held after the first, one probe
+		// every 150 ms.
+		g.Observe("down", overloaded)
+		start := time.Now()
+		var probes []time.Duration
+		for time.Since(start) < time.Second {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			if g.Wait(ctx, "down") == nil {
+				probes = append(probes, time.Since(start))
+				g.Observe("down", overloaded)
+			}
+			cancel()
+			time.Sleep(10 * time.Millisecond)
+		}
+		for i, p := range probes {
+			if p != time.Duration(i+1)*150*time.Millisecond {
+				t.Fatalf("probes at %v, want one every 150ms", probes)
+			}
+		}
+		// A probe answered otherwise ends the hold at once.
+		time.Sleep(150 * time.Millisecond)
+		if err := g.Wait(context.Background(), "down"); err != nil {
+			t.Fatal(err)
+		}
+		g.Observe("down", served)
+		before := time.Now()
+		if err := g.Wait(context.Background(), "down"); err != nil || time.Since(before) != 0 {
+			t.Fatalf("after a probe was served: %v after %s", err, time.Since(before))
+		}
+		if g.Remaining("down") != 0 {
+			t.Fatalf("still held for %s", g.Remaining("down"))
+		}
+	})
+}
+
+// When a pause ends, one probe goes first; the calls it held follow once
+// it is answered, spread out in the order they arrived.
+func TestPauseGateReleasesAProbeThenSpreads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newPauseGates(t)
+		g.Pause("a", time.Second)
+		start := time.Now()
+		gone := make(chan int, 10)
+		for i := range 10 {
+			go func() {
+				if err := g.Wait(context.Background(), "a"); err == nil {
+					gone <- i
+				}
+			}()
+			time.Sleep(100 * time.Millisecond) // ten arrivals, one every 100 ms
+		}
+		time.Sleep(500 * time.Millisecond)
+		synctest.Wait()
+		if n := len(gone); n != 1 || time.Since(start) != 1500*time.Millisecond {
+			t.Fatalf("%d calls left the gate before the probe was answered", n)
+		}
+		<-gone
+		g.Observe("a", bw.Outcome{Category: bw.Success, Status: 200})
+		var order []int
+		var at []time.Duration
+		for range 9 {
+			order = append(order, <-gone)
+			at = append(at, time.Since(start))
+		}
+		for i := 1; i < len(order); i++ {
+			if order[i] < order[i-1] || at[i]-at[i-1] < 100*time.Millisecond {
+				t.Fatalf("released %v at %v: want arrival order, at least 100 ms apart", order, at)
+			}
+		}
+	})
+}

@@ -1,0 +1,229 @@
+package breakwater
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+)
+
+// Releasing held calls without a herd. When a pause or an overload hold
+// ends, the calls that waited do not all reach the upstream in the same
+// instant. One probe goes first: after a pause, the first waiter to see it
+// end, while the others wait for its answer (another waiter probes if none
+// comes within pauseProbeLease); after an overload hold, the probe whose
+// answer ended it. Once the probe is answered with anything but a new
+// hold, the key is paced at one and a half times the rate the held calls
+// arrived (the first one space after the probe): they leave in the order
+// they arrived, from a random phase so that clients held together do not
+// come back together, and calls arriving meanwhile queue behind them. The
+// upstream thus sees at most one and a half times the offered load (held
+// retries count as arrivals, so the estimate may run a little high and
+// still stay under twice), and the queue drains in about twice as long as
+// the hold lasted. A new hold stops the release; the calls still waiting
+// keep their order.
+const (
+	pauseProbeLease = time.Second
+	minReleaseSpace = time.Millisecond
+	maxReleaseSpace = 250 * time.Millisecond
+)
+
+// episode is the calls a gate held, from the start of a hold until the
+// queue they formed has drained; guarded by the gate's mutex.
+type episode struct {
+	id        uint64    // 0 until a call is held
+	arrived   int       // calls held, for their arrival rate
+	firstPark int64     // when the first was
+	waiting   []*waiter // held calls in arrival order, some of them gone
+	live      int       // waiting calls not gone
+	probeAt   int64     // when the probe after a pause went; 0: none yet
+	relStart  int64     // when the release began; 0: not yet
+	space     int64     // between two calls leaving the gate
+	next      int64     // during a release: when the next call may leave
+}
+
+// waiter is one held call.
+type waiter struct {
+	ep   uint64 // the episode it is held in
+	at   int64  // its turn to leave, once the release began (slot)
+	slot bool
+	gone bool // it left the gate, or gave up
+}
+
+// gateDecision is what a gate tells one call.
+type gateDecision struct {
+	wait bool  // wait until at (or a change), else go now
+	park bool  // a call that waits is held (takes its place in line)
+	take bool  // a call that waits or goes takes the release slot at
+	at   int64 // registry nanoseconds
+	rem  int64 // how long the hold still lasts, for the deadline check
+}
+
+// admitLocked decides for the call w (nil while it was not held) at now;
+// the caller parks it or takes its slot as the decision says. An attempt
+// let through is counted by the overload admission. pg.mu must be held.
+func (pg *pauseGate) admitLocked(g *PauseGates, now int64, w *waiter) gateDecision {
+	d := pg.decideLocked(g, now, w)
+	if o := pg.over; o != nil && !d.wait {
+		o.sent(now)
+	}
+	return d
+}
+
+func (pg *pauseGate) decideLocked(g *PauseGates, now int64, w *waiter) gateDecision {
+	ep := &pg.ep
+	if ep.relStart != 0 && now >= ep.next {
+		*ep = episode{} // the queue has drained
+	}
+	if until := pg.until.Load(); until > now {
+		return gateDecision{wait: true, park: true, at: until, rem: until - now}
+	}
+	if o := pg.over; o != nil && o.held {
+		if o.probe(now) {
+			return gateDecision{}
+		}
+		return gateDecision{wait: true, park: true, at: o.nextProbe, rem: o.nextProbe - now}
+	}
+	switch {
+	case ep.live == 0 && ep.relStart == 0:
+		return gateDecision{}
+	case ep.relStart == 0: // the pause is over: one probe first
+		if ep.probeAt == 0 || now >= ep.probeAt+int64(pauseProbeLease) {
+			ep.probeAt = now
+			g.busyUntil(pg, now+int64(pauseProbeLease))
+			return gateDecision{}
+		}
+		at := ep.probeAt + int64(pauseProbeLease)
+		return gateDecision{wait: true, park: true, at: at, rem: at - now}
+	case w != nil && w.slot && (w.ep == ep.id || w.gone): // held: its turn, in arrival order
+		return gateDecision{wait: now < w.at, at: w.at, rem: max(0, w.at-now)}
+	}
+	at := max(now, ep.next) // arrived during the release: behind the queue
+	return gateDecision{wait: now < at, take: true, at: at, rem: at - now}
+}
+
+// park holds the call w (nil: a new one) in the current episode and
+// returns it. pg.mu must be held.
+func (pg *pauseGate) park(now int64, w *waiter) *waiter {
+	ep := &pg.ep
+	if w != nil && !w.gone && w.ep == ep.id && ep.id != 0 {
+		return w
+	}
+	if ep.id == 0 {
+		pg.episodes++
+		ep.id, ep.firstPark = pg.episodes, now
+	}
+	w = &waiter{ep: ep.id}
+	ep.arrived++
+	ep.live++
+	ep.waiting = append(ep.waiting, w)
+	return w
+}
+
+// leave records that the held call w left the gate or gave up. pg.mu must
+// be held.
+func (pg *pauseGate) leave(w *waiter) {
+	if w != nil && !w.gone {
+		w.gone = true
+		if w.ep == pg.ep.id {
+			pg.ep.live--
+		}
+	}
+}
+
+// holdLocked stops a release in progress: the key is held again, and the
+// calls still waiting keep their order. pg.mu must be held.
+func (pg *pauseGate) holdLocked() {
+	ep := &pg.ep
+	ep.relStart, ep.probeAt = 0, 0
+	kept := ep.waiting[:0]
+	for _, w := range ep.waiting {
+		if !w.gone {
+			w.slot = false
+			kept = append(kept, w)
+		}
+	}
+	clear(ep.waiting[len(kept):])
+	ep.waiting = kept
+}
+
+// releaseLocked starts releasing the episode's waiters: the probe that
+// went at probe was answered at now. The first of them leaves one space
+// after the probe. pg.mu must be held.
+func (pg *pauseGate) releaseLocked(g *PauseGates, now, probe int64) {
+	ep := &pg.ep
+	if ep.live == 0 || ep.relStart != 0 {
+		return
+	}
+	var phase int64
+	ep.space = 0
+	if n := int64(ep.arrived); n > 1 {
+		// n calls arrived over now-firstPark: leave at 1.5 times that rate.
+		ep.space = min(max(2*(now-ep.firstPark)/(3*(n-1)), int64(minReleaseSpace)), int64(maxReleaseSpace))
+		phase = rand.Int64N(ep.space)
+	}
+	ep.relStart = max(now, probe+ep.space)
+	ep.next = ep.relStart + phase
+	for _, w := range ep.waiting {
+		if !w.gone {
+			w.at, w.slot = ep.next, true
+			ep.next += ep.space
+		}
+	}
+	g.busyUntil(pg, ep.next+1)
+	pg.changedLocked()
+}
+
+// waitSlow is wait while some gate holds something; latest is the value of
+// g.latest that sent the call here.
+func (g *PauseGates) waitSlow(ctx context.Context, key string, dl time.Time, latest int64) error {
+	if g.now() >= latest {
+		g.latest.CompareAndSwap(latest, 0)
+		return nil
+	}
+	pg, ok := g.gate(key)
+	if !ok {
+		return nil
+	}
+	var w *waiter
+	for {
+		t := time.Now()
+		now := int64(t.Sub(g.start))
+		left, bounded := timeLeft(ctx, dl, t)
+		pg.mu.Lock()
+		d := pg.admitLocked(g, now, w)
+		if rem := time.Duration(d.rem); d.wait && (rem > g.cfg.maxWait || bounded && rem >= left) {
+			pg.leave(w)
+			pg.mu.Unlock()
+			return &PauseError{Key: key, Remaining: rem, Until: g.wall(now + d.rem)}
+		}
+		if d.take {
+			pg.ep.next = d.at + pg.ep.space
+			g.busyUntil(pg, pg.ep.next+1)
+		}
+		if !d.wait {
+			pg.leave(w)
+			pg.mu.Unlock()
+			return nil
+		}
+		if d.park {
+			w = pg.park(now, w)
+		}
+		if d.take { // its slot is taken, behind the line
+			w = &waiter{at: d.at, slot: true, gone: true}
+		}
+		wake := pg.waitChanLocked()
+		pg.mu.Unlock()
+		timer := time.NewTimer(time.Duration(d.at - now))
+		select {
+		case <-timer.C:
+		case <-wake:
+			timer.Stop()
+		case <-ctx.Done():
+			timer.Stop()
+			pg.mu.Lock()
+			pg.leave(w)
+			pg.mu.Unlock()
+			return ctx.Err()
+		}
+	}
+}
