@@ -25,7 +25,47 @@
 // port, see [HostKey]). A breaker counts failing calls with a [Policy] (a sliding
 // window, consecutive failures or a failure rate), opens, waits an open
 // duration that grows on each consecutive reopen, and then lets a bounded
-// number of probes through before closing again.
+// number of probes through before closing again. The default policy is
+// volume-aware: it opens on the 11th failing call within its window (the
+// 5th that timed out) once at least half of the calls made since the first
+// of them failed, so that a failure rate that retries absorb never opens
+// it while a total outage opens it as fast as a plain count would (see
+// [WithPolicy] and [Policy.WithRatio]).
+//
+// # Charging the breaker
+//
+// A [Transport] charges each call to its breaker at most once, as what its
+// own attempts showed:
+//
+//   - An answer the breaker counts as a success (2xx, 3xx, a 4xx other
+//     than 408 and 429) is recorded at once, and the call is charged
+//     nothing for the failures that came before it: it recovered.
+//   - A failure (a 5xx without Retry-After, 408, 504, our attempt timeout,
+//     a network error) on which the call gives up is charged at once. A
+//     failure that a retry follows stays pending, and is charged when the
+//     call ends without a later answer: once, with the last failure's
+//     category.
+//   - Neutral outcomes are never charged and never erase a pending
+//     failure: a 429, a 503 with Retry-After (the pause gate's business),
+//     501 and 505, and the caller's own cancellation.
+//   - An attempt that the caller's deadline cut is a hang, charged as a
+//     timeout, when it had waited at least twice as long as the key's
+//     slowest answer of the last minute or two, and at least a second; a
+//     shorter one is the caller's impatience, and neutral. An explicit
+//     cancellation is always neutral.
+//   - When a local limit (the pause gate, a rate limit, a bulkhead) or the
+//     retry budget refuses the retry, when the request body cannot be
+//     replayed, and when the caller cancels or the call timeout passes
+//     during the backoff, the call ends and its pending failure is charged.
+//   - When the breaker itself refuses the retry (it opened meanwhile) the
+//     pending failure is dropped: the call is not charged, as in
+//     ExternalService.
+//   - A half-open probe's outcome is recorded at once, and with
+//     [WithMeltPerAttempt] every failing attempt is.
+//
+// The retry budget ([WithRetryBudget]) allows retries up to 20 % of calls
+// plus 3 per second per key, and gives back a retry that succeeds: it caps
+// the retries that did not help, so it binds in a storm and not in a flap.
 //
 // # Rate limits, pauses and bulkheads
 //

@@ -105,6 +105,14 @@ func (t *Transport) Explain() string {
 		}
 	}
 
+	b.WriteString("  pause gate\n")
+	if g := t.limits.gates; g == nil {
+		line(2, "", "none: a throttled call waits its own Retry-After; other calls are not held")
+	} else {
+		line(2, "429", "pauses the host for its hint (at most %s); the calls held leave one probe first, then spread out", formatDuration(g.MaxPause()))
+		line(2, "503 + hint", "delays that call's retry; holds the host only while such answers are the majority, with a probe every %s", formatDuration(overloadProbeEvery))
+		line(2, "quota fields", "%s", map[bool]string{true: "paced on (RateLimit, RateLimit-Policy, X-RateLimit-*)", false: "ignored"}[t.limits.pacing])
+	}
 	t.explainShared(&b, line)
 
 	b.WriteString("  a fully failing call\n")

@@ -75,6 +75,10 @@ func ExampleTransport_Explain() {
 	//     charged          once per call that gives up, as its attempts showed
 	//     open for         5s, doubling on each reopen up to 60s, +10% jitter
 	//     half-open        1 probe(s) at a time, 2 success(es) to close
+	//   pause gate
+	//     429              pauses the host for its hint (at most 120s); the calls held leave one probe first, then spread out
+	//     503 + hint       delays that call's retry; holds the host only while such answers are the majority, with a probe every 150ms
+	//     quota fields     paced on (RateLimit, RateLimit-Policy, X-RateLimit-*)
 	//   across replicas
 	//     rate limit       none
 	//     pauses           this replica's own

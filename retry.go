@@ -226,17 +226,12 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 	}
 }
 
-// charge reports an attempt's outcome to the breaker, so that each call
-// is charged at most once, as what its own attempts showed (the package
-// documentation states the rules in full). A success is recorded at once
-// and forgets an earlier failure: the call recovered. A failure that a
-// retry follows is kept pending; any other failure is recorded at once, as
-// is a half-open probe's, every failing attempt's with WithMeltPerAttempt,
-// and those an inner BreakerStage deferred here. A pending failure
-// survives neutral attempts (a 429, the caller's cancellation) and local
-// refusals, and is recorded when the call ends (settle); a retry refused by
-// the breaker itself, which opened meanwhile, drops it, as in
-// ExternalService.
+// charge reports an attempt's outcome to the breaker by the rules of the
+// package documentation ("Charging the breaker"): a failure that a retry
+// follows stays pending until the call ends (settle), unless it is a
+// half-open probe's or every failing attempt melts; a success forgets it;
+// neutral outcomes and local refusals leave it; the breaker's own refusal
+// drops it. An inner BreakerStage defers its failing permits here too.
 func (t *Transport) charge(c *call, a attemptResult, retry bool) {
 	if a.o.Category == Rejected && a.resp == nil && a.err != nil {
 		if mechanismOf(a.err) == MechBreaker {

@@ -29,7 +29,9 @@ import (
 // the first is a shallow copy with a fresh body from GetBody), closes the
 // request body exactly once, and returns a response only with a nil error.
 // A response the caller does not get (one that is retried) is drained, up to
-// 64 KiB, and closed.
+// 64 KiB and for at most 20 ms, and closed; a body that stalls costs its
+// connection, not the call's time. Every wait (backoff, Retry-After, the
+// pause gate, limits) ends at the call's deadline.
 //
 // Build a Transport with [NewTransport]; the zero value is not usable.
 type Transport struct {
