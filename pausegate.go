@@ -191,7 +191,7 @@ func (g *PauseGates) pause(key string, d time.Duration, publish bool) time.Time 
 	}
 	pg.until.Store(until)
 	pg.holdLocked()
-	g.busyUntil(pg, until)
+	g.busyUntil(pg, until+int64(pauseProbeLease)) // and the probe after it
 	pg.changedLocked()
 	pg.mu.Unlock()
 	if publish {

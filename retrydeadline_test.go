@@ -4,8 +4,10 @@ package breakwater_test
 // deadline.
 
 import (
+	"context"
 	"errors"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -83,4 +85,43 @@ func mustGet(t *testing.T) *http.Request {
 		t.Fatal(err)
 	}
 	return req
+}
+
+// An attempt whose call deadline passed while it waited for admission is
+// not made, and not counted: here a bulkhead slot frees at the very
+// instant the waiting call's timeout ends (which of the two the bulkhead
+// sees first varies, so the test tries a few times).
+func TestAttemptAdmittedAtTheDeadlineIsNotCounted(t *testing.T) {
+	for range 20 {
+		testAttemptAdmittedAtTheDeadline(t)
+	}
+}
+
+func testAttemptAdmittedAtTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Delay: time.Second})
+		var made atomic.Int32
+		obs := bw.ObserverFunc(func(_ context.Context, e bw.Event) {
+			if e.Kind == bw.EventCallEnd && e.Err != nil {
+				made.Store(int32(e.Attempts))
+			}
+		})
+		tr := newTransport(t, u.Transport(), bw.WithObserver(obs),
+			bw.WithConcurrencyLimit(1, bw.WithBulkheadQueue(1, time.Hour)))
+		done := make(chan result)
+		go func() { done <- get(tr) }() // holds the slot for 1 s
+		synctest.Wait()
+		ctx := bw.WithRequestPolicy(context.Background(), bw.RequestPolicy{CallTimeout: time.Second})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, breakwatertest.PipeURL+"/", nil)
+		r := do(tr, req)
+		if first := <-done; first.status != 200 {
+			t.Fatalf("first call: %+v", first)
+		}
+		if !errors.Is(r.err, bw.ErrCallTimeout) && !errors.Is(r.err, bw.ErrConcurrencyLimit) {
+			t.Fatalf("second call: %+v, want the call timeout or the bulkhead's refusal", r)
+		}
+		if u.Count() != 1 || made.Load() != 0 {
+			t.Fatalf("the upstream saw %d requests; the call reported %d attempts, want 1 and 0", u.Count(), made.Load())
+		}
+	})
 }
