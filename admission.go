@@ -173,13 +173,16 @@ func (l *limits) admit(c *call) error {
 		t0 = time.Now()
 	}
 	if l.gates != nil {
-		if err := l.gates.wait(c.ctx, c.key, c.deadline); err != nil {
+		probe, err := l.gates.wait(c.ctx, c.key, c.deadline, c.throttled)
+		if err != nil {
 			return err
 		}
+		c.gateProbe = probe
 		t0 = l.waited(c, MechPause, t0)
 	}
 	if l.rate != nil {
 		if err := l.rate.m.get(c.key).wait(c.ctx, c.deadline); err != nil {
+			l.probeLost(c)
 			return err
 		}
 		t0 = l.waited(c, MechRateLimit, t0)
@@ -187,12 +190,22 @@ func (l *limits) admit(c *call) error {
 	if l.bulk != nil {
 		s, err := l.bulk.acquire(c.ctx, c.key, c.deadline)
 		if err != nil {
+			l.probeLost(c)
 			return err
 		}
 		c.slot = s
 		l.waited(c, MechConcurrency, t0)
 	}
 	return nil
+}
+
+// probeLost tells the pause gate that c, the probe after a pause, got no
+// answer: the next call held may probe at once.
+func (l *limits) probeLost(c *call) {
+	if c.gateProbe {
+		c.gateProbe = false
+		l.gates.probeLost(c.key)
+	}
 }
 
 // waited reports a wait for m that began at t0, if there was one, and
@@ -217,6 +230,10 @@ func (l *limits) observe(c *call, resp *http.Response, o Outcome) {
 		if l.pacing && resp != nil {
 			l.gates.ObserveHeaders(c.key, resp.Header)
 		}
+		if o.Status == 0 {
+			l.probeLost(c)
+		}
+		c.gateProbe = false
 	}
 	c.slot.judge(o)
 }

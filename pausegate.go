@@ -367,16 +367,19 @@ func (g *PauseGates) Wait(ctx context.Context, key string) error {
 	if g == nil {
 		return nil
 	}
-	return g.wait(ctx, key, time.Time{})
+	_, err := g.wait(ctx, key, time.Time{}, false)
+	return err
 }
 
-// wait is Wait with an extra deadline dl (zero: none); g is not nil. Its
-// fast path is a single atomic load.
-func (g *PauseGates) wait(ctx context.Context, key string, dl time.Time) error {
+// wait is Wait with an extra deadline dl (zero: none), for a call that
+// held marks as the retry of a throttled one; probe reports that the call
+// is the probe after a pause, which must report a probe that never got an
+// answer (probeLost). g is not nil. Its fast path is a single atomic load.
+func (g *PauseGates) wait(ctx context.Context, key string, dl time.Time, held bool) (probe bool, err error) {
 	if l := g.latest.Load(); l != 0 {
-		return g.waitSlow(ctx, key, dl, l)
+		return g.waitSlow(ctx, key, dl, l, held)
 	}
-	return nil
+	return false, nil
 }
 
 // PauseSnapshot is a point-in-time view of one key's pause gate.

@@ -9,18 +9,18 @@ import (
 // Releasing held calls without a herd. When a pause or an overload hold
 // ends, the calls that waited do not all reach the upstream in the same
 // instant. One probe goes first: after a pause, the first waiter to see it
-// end, while the others wait for its answer (another waiter probes if none
-// comes within pauseProbeLease); after an overload hold, the probe whose
-// answer ended it. Once the probe is answered with anything but a new
-// hold, the key is paced at one and a half times the rate the held calls
-// arrived (the first one space after the probe): they leave in the order
-// they arrived, from a random phase so that clients held together do not
-// come back together, and calls arriving meanwhile queue behind them. The
-// upstream thus sees at most one and a half times the offered load (held
-// retries count as arrivals, so the estimate may run a little high and
-// still stay under twice), and the queue drains in about twice as long as
-// the hold lasted. A new hold stops the release; the calls still waiting
-// keep their order.
+// end, while the others wait for its answer (the next waiter probes at
+// once if the probe never reached the upstream, and at the latest after
+// pauseProbeLease); after an overload hold, the probe whose answer ended
+// it. Once the probe is answered with anything but a new hold, the held
+// calls leave in the order they arrived, from a random phase (so that
+// clients held together do not come back together), spaced one and a half
+// times as far apart as they arrived, while calls arriving meanwhile go
+// straight through: the upstream sees at most the offered load plus two
+// thirds of it, never a herd, and the held calls are through in about one
+// and a half times as long as the hold lasted. The retry of a call that
+// was itself throttled joins the held calls' line. A new hold stops the
+// release; the calls still waiting keep their order.
 const (
 	pauseProbeLease = time.Second
 	minReleaseSpace = time.Millisecond
@@ -28,7 +28,7 @@ const (
 )
 
 // episode is the calls a gate held, from the start of a hold until the
-// queue they formed has drained; guarded by the gate's mutex.
+// last of them left; guarded by the gate's mutex.
 type episode struct {
 	id        uint64    // 0 until a call is held
 	arrived   int       // calls held, for their arrival rate
@@ -37,8 +37,8 @@ type episode struct {
 	live      int       // waiting calls not gone
 	probeAt   int64     // when the probe after a pause went; 0: none yet
 	relStart  int64     // when the release began; 0: not yet
-	space     int64     // between two calls leaving the gate
-	next      int64     // during a release: when the next call may leave
+	space     int64     // between two held calls leaving the gate
+	next      int64     // during a release: the first slot not taken
 }
 
 // waiter is one held call.
@@ -51,28 +51,30 @@ type waiter struct {
 
 // gateDecision is what a gate tells one call.
 type gateDecision struct {
-	wait bool  // wait until at (or a change), else go now
-	park bool  // a call that waits is held (takes its place in line)
-	take bool  // a call that waits or goes takes the release slot at
-	at   int64 // registry nanoseconds
-	rem  int64 // how long the hold still lasts, for the deadline check
+	wait  bool  // wait until at (or a change), else go now
+	park  bool  // a call that waits is held (takes its place in line)
+	take  bool  // a call that waits or goes takes the release slot at
+	probe bool  // a call that goes is the probe after a pause
+	at    int64 // registry nanoseconds
+	rem   int64 // how long the hold still lasts, for the deadline check
 }
 
 // admitLocked decides for the call w (nil while it was not held) at now;
-// the caller parks it or takes its slot as the decision says. An attempt
-// let through is counted by the overload admission. pg.mu must be held.
-func (pg *pauseGate) admitLocked(g *PauseGates, now int64, w *waiter) gateDecision {
-	d := pg.decideLocked(g, now, w)
+// held marks the retry of a call that was throttled. The caller parks it or
+// takes its slot as the decision says. An attempt let through is counted
+// by the overload admission. pg.mu must be held.
+func (pg *pauseGate) admitLocked(g *PauseGates, now int64, w *waiter, held bool) gateDecision {
+	d := pg.decideLocked(g, now, w, held)
 	if o := pg.over; o != nil && !d.wait {
 		o.sent(now)
 	}
 	return d
 }
 
-func (pg *pauseGate) decideLocked(g *PauseGates, now int64, w *waiter) gateDecision {
+func (pg *pauseGate) decideLocked(g *PauseGates, now int64, w *waiter, held bool) gateDecision {
 	ep := &pg.ep
-	if ep.relStart != 0 && now >= ep.next {
-		*ep = episode{} // the queue has drained
+	if ep.relStart != 0 && now >= ep.next && ep.live == 0 {
+		*ep = episode{} // every held call has left
 	}
 	if until := pg.until.Load(); until > now {
 		return gateDecision{wait: true, park: true, at: until, rem: until - now}
@@ -90,15 +92,17 @@ func (pg *pauseGate) decideLocked(g *PauseGates, now int64, w *waiter) gateDecis
 		if ep.probeAt == 0 || now >= ep.probeAt+int64(pauseProbeLease) {
 			ep.probeAt = now
 			g.busyUntil(pg, now+int64(pauseProbeLease))
-			return gateDecision{}
+			return gateDecision{probe: true}
 		}
-		at := ep.probeAt + int64(pauseProbeLease)
-		return gateDecision{wait: true, park: true, at: at, rem: at - now}
-	case w != nil && w.slot && (w.ep == ep.id || w.gone): // held: its turn, in arrival order
+		// Its answer usually comes within a round trip: wait for it
+		// whatever the deadline, within the deadline.
+		return gateDecision{wait: true, park: true, at: ep.probeAt + int64(pauseProbeLease)}
+	case w != nil && w.slot && w.ep == ep.id: // held: its turn, in arrival order
 		return gateDecision{wait: now < w.at, at: w.at, rem: max(0, w.at-now)}
+	case held && now < ep.next: // a throttled call's retry: in the held line
+		return gateDecision{wait: true, take: true, at: ep.next, rem: ep.next - now}
 	}
-	at := max(now, ep.next) // arrived during the release: behind the queue
-	return gateDecision{wait: now < at, take: true, at: at, rem: at - now}
+	return gateDecision{}
 }
 
 // park holds the call w (nil: a new one) in the current episode and
@@ -146,6 +150,21 @@ func (pg *pauseGate) holdLocked() {
 	ep.waiting = kept
 }
 
+// probeLost lets the next waiter probe at once: the probe after a pause
+// did not reach the upstream, or got no answer.
+func (g *PauseGates) probeLost(key string) {
+	pg, ok := g.gate(key)
+	if !ok {
+		return
+	}
+	pg.mu.Lock()
+	if ep := &pg.ep; ep.probeAt != 0 && ep.relStart == 0 {
+		ep.probeAt = 0
+		pg.changedLocked()
+	}
+	pg.mu.Unlock()
+}
+
 // releaseLocked starts releasing the episode's waiters: the probe that
 // went at probe was answered at now. The first of them leaves one space
 // after the probe. pg.mu must be held.
@@ -155,10 +174,10 @@ func (pg *pauseGate) releaseLocked(g *PauseGates, now, probe int64) {
 		return
 	}
 	var phase int64
-	ep.space = 0
+	ep.space = int64(minReleaseSpace)
 	if n := int64(ep.arrived); n > 1 {
-		// n calls arrived over now-firstPark: leave at 1.5 times that rate.
-		ep.space = min(max(2*(now-ep.firstPark)/(3*(n-1)), int64(minReleaseSpace)), int64(maxReleaseSpace))
+		// n calls arrived over now-firstPark: space them 1.5 times as far.
+		ep.space = min(max(3*(now-ep.firstPark)/(2*(n-1)), int64(minReleaseSpace)), int64(maxReleaseSpace))
 		phase = rand.Int64N(ep.space)
 	}
 	ep.relStart = max(now, probe+ep.space)
@@ -175,14 +194,14 @@ func (pg *pauseGate) releaseLocked(g *PauseGates, now, probe int64) {
 
 // waitSlow is wait while some gate holds something; latest is the value of
 // g.latest that sent the call here.
-func (g *PauseGates) waitSlow(ctx context.Context, key string, dl time.Time, latest int64) error {
+func (g *PauseGates) waitSlow(ctx context.Context, key string, dl time.Time, latest int64, held bool) (probe bool, err error) {
 	if g.now() >= latest {
 		g.latest.CompareAndSwap(latest, 0)
-		return nil
+		return false, nil
 	}
 	pg, ok := g.gate(key)
 	if !ok {
-		return nil
+		return false, nil
 	}
 	var w *waiter
 	for {
@@ -190,32 +209,40 @@ func (g *PauseGates) waitSlow(ctx context.Context, key string, dl time.Time, lat
 		now := int64(t.Sub(g.start))
 		left, bounded := timeLeft(ctx, dl, t)
 		pg.mu.Lock()
-		d := pg.admitLocked(g, now, w)
+		d := pg.admitLocked(g, now, w, held)
 		if rem := time.Duration(d.rem); d.wait && (rem > g.cfg.maxWait || bounded && rem >= left) {
 			pg.leave(w)
 			pg.mu.Unlock()
-			return &PauseError{Key: key, Remaining: rem, Until: g.wall(now + d.rem)}
+			return false, &PauseError{Key: key, Remaining: rem, Until: g.wall(now + d.rem)}
 		}
 		if d.take {
 			pg.ep.next = d.at + pg.ep.space
 			g.busyUntil(pg, pg.ep.next+1)
+			w, held = &waiter{ep: pg.ep.id, at: d.at, slot: true, gone: true}, false
 		}
 		if !d.wait {
 			pg.leave(w)
 			pg.mu.Unlock()
-			return nil
+			return d.probe, nil
 		}
 		if d.park {
 			w = pg.park(now, w)
 		}
-		if d.take { // its slot is taken, behind the line
-			w = &waiter{at: d.at, slot: true, gone: true}
-		}
 		wake := pg.waitChanLocked()
 		pg.mu.Unlock()
-		timer := time.NewTimer(time.Duration(d.at - now))
+		wait := time.Duration(d.at - now)
+		if bounded && left < wait { // waiting for a probe's answer, within the deadline
+			wait = left
+		}
+		timer := time.NewTimer(wait)
 		select {
 		case <-timer.C:
+			if bounded && wait == left {
+				pg.mu.Lock()
+				pg.leave(w)
+				pg.mu.Unlock()
+				return false, &PauseError{Key: key, Remaining: time.Duration(d.at-now) - left, Until: g.wall(d.at)}
+			}
 		case <-wake:
 			timer.Stop()
 		case <-ctx.Done():
@@ -223,7 +250,7 @@ func (g *PauseGates) waitSlow(ctx context.Context, key string, dl time.Time, lat
 			pg.mu.Lock()
 			pg.leave(w)
 			pg.mu.Unlock()
-			return ctx.Err()
+			return false, ctx.Err()
 		}
 	}
 }

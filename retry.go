@@ -187,6 +187,7 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 		a := t.attempt(c)
 		resp, err, o, permit := a.resp, a.err, a.o, a.permit
 		t.limits.observe(c, resp, o)
+		c.throttled = o.Category == Throttled
 		wait, retry, budgetSpent, stopErr := t.decide(c, resp, err, o)
 		if stopErr != nil {
 			discard(resp, c.drainTime(), a.cancel)

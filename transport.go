@@ -413,9 +413,13 @@ type call struct {
 	attempts int // admissions asked for, this one included
 	made     int // attempts that reached the base transport
 	prevWait time.Duration
-	retried  int64     // when the budget granted the latest retry, t.now(); 0: none
-	sent     bool      // the caller's body was handed to the base transport
-	melt     *meltSlot // set in a RetryStage
+	retried  int64 // when the budget granted the latest retry, t.now(); 0: none
+	// throttled marks the retry of an attempt that was throttled: a pause
+	// gate that releases the calls it held puts it in their line.
+	throttled bool
+	gateProbe bool      // the current attempt is the pause gate's probe
+	sent      bool      // the caller's body was handed to the base transport
+	melt      *meltSlot // set in a RetryStage
 	// pending is the failure the call's attempts showed that a retry
 	// followed: charged to the breaker when the call ends without a later
 	// answer (see charge).
