@@ -65,8 +65,10 @@ func WithPauseKeys(maxKeys int, idleTTL time.Duration) PauseOption {
 //
 // Held calls wait when their deadline allows it, and fail at once with a
 // *[PauseError] otherwise, instead of collecting more 429s and 503s. When
-// the hold ends, one probe goes first and the others leave spread out,
-// paced at one and a half times the rate they arrived, never all at once.
+// the hold ends, one probe goes first; once it is answered, the held calls
+// leave in the order they arrived, spaced one and a half times as far
+// apart as they arrived, never all at once, while new calls go straight
+// through.
 //
 // A pause is only ever extended: a later, shorter hint or a success never
 // shortens it; only [PauseGates.Resume] does. Checking a key costs one
