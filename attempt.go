@@ -20,10 +20,11 @@ func (c *call) closeBody() {
 	c.sent = true
 }
 
-// attemptContext returns the context of an attempt starting at now: the
-// caller's, carrying the attempt's number from the second on (see
-// [AttemptFromContext]), bounded by the attempt timeout and the call's
-// deadline, whichever comes first, with the matching cause.
+// attemptContext returns the context of an attempt starting at now (read
+// only with an attempt timeout): the caller's, carrying the attempt's
+// number from the second on (see [AttemptFromContext]), bounded by the
+// attempt timeout and the call's deadline, whichever comes first, with the
+// matching cause.
 func (c *call) attemptContext(now time.Time) (context.Context, context.CancelFunc) {
 	ctx := withAttempt(c.ctx, c.attempts)
 	dl, cause := c.deadline, ErrCallTimeout
@@ -85,7 +86,13 @@ func (t *Transport) attempt(c *call) attemptResult {
 		areq.Body = body
 	}
 	r.permit = permit
-	begin := time.Now()
+	var begin time.Time // read only when an attempt timeout needs the wall clock
+	if c.pol.AttemptTimeout > 0 {
+		begin = time.Now()
+		r.start = int64(begin.Sub(t.start))
+	} else {
+		r.start = t.now()
+	}
 	r.ctx, r.cancel = c.attemptContext(begin)
 	if err := r.ctx.Err(); err != nil {
 		// The deadline passed while the attempt was being admitted: it is
@@ -101,7 +108,6 @@ func (t *Transport) attempt(c *call) attemptResult {
 	if r.ctx != areq.Context() {
 		areq = areq.WithContext(r.ctx)
 	}
-	r.start = int64(begin.Sub(t.start))
 	c.sent = true
 	c.made++
 	r.resp, r.err = t.base.RoundTrip(areq)
