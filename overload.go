@@ -32,7 +32,7 @@ type overload struct {
 	w         rateWindow // attempts sent, and overload answers among them
 	last      int64      // when the latest overload answer came
 	until     int64      // when the latest overload answer's hint ends
-	held      bool       // the majority of recent answers are overload
+	held      bool       // overload answers are the majority of recent attempts
 	nextProbe int64      // while held: when the next probe may go
 	lastProbe int64      // when the latest probe went
 }

@@ -210,7 +210,7 @@ func (g *PauseGates) waitSlow(ctx context.Context, key string, dl time.Time, lat
 		left, bounded := timeLeft(ctx, dl, t)
 		pg.mu.Lock()
 		d := pg.admitLocked(g, now, w, held)
-		if rem := time.Duration(d.rem); d.wait && (rem > g.cfg.maxWait || bounded && rem >= left) {
+		if rem := time.Duration(d.rem); d.wait && (g.cfg.maxWait == 0 || rem > g.cfg.maxWait || bounded && rem >= left) {
 			pg.leave(w)
 			pg.mu.Unlock()
 			return false, &PauseError{Key: key, Remaining: rem, Until: g.wall(now + d.rem)}
