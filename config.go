@@ -1,0 +1,393 @@
+package breakwater
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Config is a [Transport]'s configuration as data: the one schema that
+// JSON files, the breakwater command's flags and Go code share, so that a
+// configuration checked in CI with `breakwater check` is the one a program
+// runs. A Config is an [Option]: NewTransport(cfg, more...) applies the
+// fields that are set over the defaults, and options after it win.
+//
+// A zero field keeps the default; the zero Config is the default
+// configuration. Durations are strings in JSON ("250ms", "1.5s", "2m");
+// "off" (a negative [Duration] in Go) switches a timeout off. Names
+// (backoff, policy, mode, categories) are lower-case words. An invalid
+// value is reported by [NewTransport] with every other invalid option.
+//
+// The JSON schema, with the defaults:
+//
+//	{
+//	  "call_timeout": "30s",          // whole call, retries included; "off" to disable
+//	  "attempt_timeout": "10s",       // one attempt, body included; "off" to disable
+//	  "slow_call_threshold": "off",   // a slower success counts as a failure
+//	  "max_retry_after": "2m",        // longest server hint honoured; caps pauses
+//	  "retry": {
+//	    "max_attempts": 3,
+//	    "backoff": "exponential_jitter", // or exponential, decorrelated_jitter, linear, constant
+//	    "base": "100ms", "max": "5s",    // "step" too for linear
+//	    "non_idempotent": false,         // retry POST and PATCH too
+//	    "melt_per_attempt": false,       // charge the breaker per failing attempt
+//	    "budget": {"ratio": 0.2, "floor": 3, "window": "10s", "off": false}
+//	  },
+//	  "breaker": {
+//	    "policy": "",                 // "" (the default policy), window, consecutive, failure_rate
+//	    "tolerate": 10, "within": "", // window: opens on the tolerate+1-th failure within
+//	    "threshold": 5,               // consecutive: opens on the n-th failure in a row,
+//	    "category_thresholds": {"timeout": 2}, // sooner for some categories
+//	    "ratio": 0.5, "min_calls": 20, // failure_rate, over within
+//	    "open_timeout": "5s", "max_open_timeout": "60s", "jitter": 0.1,
+//	    "half_open_probes": 1, "probe_successes": 2,
+//	    "mode": "enforce",            // or shadow, disabled
+//	    "count_auth_errors": false, "count_throttled": false,
+//	    "fault_injection": 0
+//	  },
+//	  "rate_limit": {"per_second": 0, "burst": 0, "max_wait": "5s"}, // none by default
+//	  "concurrency": {"limit": 0, "queue": 0, "max_wait": "0s"},    // none by default
+//	  "pause": {"off": false, "max": "2m", "max_wait": "", "rate_limit_headers": false}
+//	}
+//
+// A Config is a plain value: it is safe to copy, and safe for concurrent
+// use as long as nobody modifies it.
+type Config struct {
+	CallTimeout    Duration `json:"call_timeout,omitzero"`
+	AttemptTimeout Duration `json:"attempt_timeout,omitzero"`
+	SlowCall       Duration `json:"slow_call_threshold,omitzero"`
+	MaxRetryAfter  Duration `json:"max_retry_after,omitzero"`
+
+	Retry struct {
+		MaxAttempts int `json:"max_attempts,omitzero"`
+		// Backoff names the backoff: exponential_jitter (the default),
+		// exponential, decorrelated_jitter, linear or constant; Base, Max
+		// and Step (linear) are its durations (constant uses Base).
+		Backoff        string   `json:"backoff,omitzero"`
+		Base           Duration `json:"base,omitzero"`
+		Max            Duration `json:"max,omitzero"`
+		Step           Duration `json:"step,omitzero"`
+		NonIdempotent  bool     `json:"non_idempotent,omitzero"`
+		MeltPerAttempt bool     `json:"melt_per_attempt,omitzero"`
+		// Budget is the retry budget; unset fields (nil Ratio and Floor)
+		// keep their defaults, and Off removes it.
+		Budget struct {
+			Off    bool     `json:"off,omitzero"`
+			Ratio  *float64 `json:"ratio,omitempty"`
+			Floor  *float64 `json:"floor,omitempty"`
+			Window Duration `json:"window,omitzero"`
+		} `json:"budget,omitzero"`
+	} `json:"retry,omitzero"`
+
+	Breaker struct {
+		// Policy names the counting policy: "" keeps the default, window,
+		// consecutive or failure_rate take the fields below as they are
+		// (Tolerate 0 opens a window policy on the first failure).
+		Policy             string         `json:"policy,omitzero"`
+		Tolerate           int            `json:"tolerate,omitzero"`
+		Within             Duration       `json:"within,omitzero"`
+		Threshold          int            `json:"threshold,omitzero"`
+		CategoryThresholds map[string]int `json:"category_thresholds,omitzero"`
+		Ratio              float64        `json:"ratio,omitzero"`
+		MinCalls           int            `json:"min_calls,omitzero"`
+		OpenTimeout        Duration       `json:"open_timeout,omitzero"`
+		MaxOpenTimeout     Duration       `json:"max_open_timeout,omitzero"`
+		// Jitter is a fraction of the open duration; nil keeps the
+		// default and 0 disables it.
+		Jitter          *float64 `json:"jitter,omitempty"`
+		HalfOpenProbes  int      `json:"half_open_probes,omitzero"`
+		ProbeSuccesses  int      `json:"probe_successes,omitzero"`
+		Mode            string   `json:"mode,omitzero"`
+		CountAuthErrors bool     `json:"count_auth_errors,omitzero"`
+		CountThrottled  bool     `json:"count_throttled,omitzero"`
+		FaultInjection  float64  `json:"fault_injection,omitzero"`
+	} `json:"breaker,omitzero"`
+
+	// RateLimit adds a token bucket per key when PerSecond > 0 (Burst
+	// defaults to 1); MaxWait 0 keeps the default wait, "off" rejects at
+	// once.
+	RateLimit struct {
+		PerSecond float64  `json:"per_second,omitzero"`
+		Burst     int      `json:"burst,omitzero"`
+		MaxWait   Duration `json:"max_wait,omitzero"`
+	} `json:"rate_limit,omitzero"`
+
+	// Concurrency adds a bulkhead per key when Limit > 0, with a wait
+	// queue of Queue requests waiting up to MaxWait each.
+	Concurrency struct {
+		Limit   int      `json:"limit,omitzero"`
+		Queue   int      `json:"queue,omitzero"`
+		MaxWait Duration `json:"max_wait,omitzero"`
+	} `json:"concurrency,omitzero"`
+
+	// Pause configures the pause gate, on by default.
+	Pause struct {
+		Off              bool     `json:"off,omitzero"`
+		Max              Duration `json:"max,omitzero"`
+		MaxWait          Duration `json:"max_wait,omitzero"`
+		RateLimitHeaders bool     `json:"rate_limit_headers,omitzero"`
+	} `json:"pause,omitzero"`
+}
+
+// ParseConfig reads a JSON [Config] strictly: an unknown field, a second
+// value or a malformed duration is an error, so a typo in a checked-in
+// file fails CI instead of silently keeping a default.
+func ParseConfig(data []byte) (Config, error) {
+	var c Config
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return Config{}, fmt.Errorf("breakwater: config: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Config{}, errors.New("breakwater: config: data after the JSON object")
+	}
+	return c, nil
+}
+
+// apply makes a Config an Option: every field that is set becomes the
+// option it names, and invalid values become construction errors.
+func (c Config) apply(cfg *config) {
+	for _, o := range c.options(&cfg.errs) {
+		o.apply(cfg)
+	}
+}
+
+func (c Config) options(errs *[]error) []Option {
+	var opts []Option
+	fail := func(format string, args ...any) {
+		*errs = append(*errs, fmt.Errorf("breakwater: config: "+format, args...))
+	}
+	timeout := func(d Duration, with func(time.Duration) Option) {
+		switch {
+		case d < 0:
+			opts = append(opts, with(0))
+		case d > 0:
+			opts = append(opts, with(time.Duration(d)))
+		}
+	}
+	timeout(c.CallTimeout, WithCallTimeout)
+	timeout(c.AttemptTimeout, WithAttemptTimeout)
+	timeout(c.SlowCall, WithSlowCallThreshold)
+	if c.MaxRetryAfter > 0 {
+		opts = append(opts, WithMaxRetryAfter(time.Duration(c.MaxRetryAfter)))
+	}
+	opts = append(opts, c.retryOptions(fail)...)
+	if b := c.breakerOptions(fail); len(b) > 0 {
+		opts = append(opts, WithBreaker(b...))
+	}
+	return append(opts, c.limitOptions(fail)...)
+}
+
+func (c Config) retryOptions(fail func(string, ...any)) []Option {
+	r := &c.Retry
+	var opts []Option
+	if r.MaxAttempts != 0 {
+		opts = append(opts, WithMaxAttempts(r.MaxAttempts))
+	}
+	if r.Backoff != "" || r.Base != 0 || r.Max != 0 || r.Step != 0 {
+		base, limit := orDefault(time.Duration(r.Base), DefaultBackoffBase), orDefault(time.Duration(r.Max), DefaultBackoffMax)
+		switch r.Backoff {
+		case "", "exponential_jitter":
+			opts = append(opts, WithBackoff(ExponentialJitter(base, limit)))
+		case "exponential":
+			opts = append(opts, WithBackoff(Exponential(base, limit)))
+		case "decorrelated_jitter":
+			opts = append(opts, WithBackoff(DecorrelatedJitter(base, limit)))
+		case "linear":
+			opts = append(opts, WithBackoff(Linear(base, orDefault(time.Duration(r.Step), base), limit)))
+		case "constant":
+			opts = append(opts, WithBackoff(Constant(base)))
+		default:
+			fail("unknown backoff %q (want exponential_jitter, exponential, decorrelated_jitter, linear or constant)", r.Backoff)
+		}
+	}
+	if r.NonIdempotent {
+		opts = append(opts, WithRetryNonIdempotent(true))
+	}
+	if r.MeltPerAttempt {
+		opts = append(opts, WithMeltPerAttempt())
+	}
+	switch b := r.Budget; {
+	case b.Off:
+		opts = append(opts, WithoutRetryBudget())
+	case b.Ratio != nil || b.Floor != nil || b.Window != 0:
+		ratio, floor := float64(DefaultRetryBudgetRatio), float64(DefaultRetryBudgetFloor)
+		if b.Ratio != nil {
+			ratio = *b.Ratio
+		}
+		if b.Floor != nil {
+			floor = *b.Floor
+		}
+		opts = append(opts, WithRetryBudget(ratio, floor, orDefault(time.Duration(b.Window), DefaultRetryBudgetWindow)))
+	}
+	return opts
+}
+
+func (c Config) breakerOptions(fail func(string, ...any)) []BreakerOption {
+	b := &c.Breaker
+	var opts []BreakerOption
+	var p Policy
+	switch b.Policy {
+	case "":
+		if b.Tolerate != 0 || b.Within != 0 || b.Threshold != 0 || len(b.CategoryThresholds) > 0 || b.Ratio != 0 || b.MinCalls != 0 {
+			fail("breaker policy parameters need a policy name (window, consecutive or failure_rate)")
+		}
+	case "window":
+		p = Window(b.Tolerate, time.Duration(b.Within))
+	case "consecutive":
+		p = Consecutive(b.Threshold)
+		for name, n := range b.CategoryThresholds {
+			cat, ok := categoryNamed(name)
+			if !ok {
+				fail("unknown category %q in category_thresholds", name)
+				continue
+			}
+			p = p.WithCategoryThreshold(cat, n)
+		}
+	case "failure_rate":
+		p = FailureRate(b.Ratio, b.MinCalls, time.Duration(b.Within))
+	default:
+		fail("unknown breaker policy %q (want window, consecutive or failure_rate)", b.Policy)
+	}
+	if b.Policy != "" && b.Policy != "consecutive" && len(b.CategoryThresholds) > 0 {
+		fail("category_thresholds apply only to the consecutive policy")
+	}
+	if b.Policy != "" {
+		opts = append(opts, WithPolicy(p))
+	}
+	if b.OpenTimeout != 0 || b.MaxOpenTimeout != 0 {
+		base := orDefault(time.Duration(b.OpenTimeout), DefaultOpenTimeout)
+		opts = append(opts, WithOpenTimeout(base, orDefault(time.Duration(b.MaxOpenTimeout), max(base, DefaultMaxOpenTimeout))))
+	}
+	if b.Jitter != nil {
+		opts = append(opts, WithOpenJitter(*b.Jitter))
+	}
+	if b.HalfOpenProbes != 0 || b.ProbeSuccesses != 0 {
+		probes, ok := b.HalfOpenProbes, b.ProbeSuccesses
+		if probes == 0 {
+			probes = DefaultHalfOpenProbes
+		}
+		if ok == 0 {
+			ok = DefaultProbeSuccesses
+		}
+		opts = append(opts, WithHalfOpen(probes, ok))
+	}
+	switch b.Mode {
+	case "", "enforce":
+	case "shadow":
+		opts = append(opts, WithBreakerMode(ModeShadow))
+	case "disabled":
+		opts = append(opts, WithBreakerMode(ModeDisabled))
+	default:
+		fail("unknown breaker mode %q (want enforce, shadow or disabled)", b.Mode)
+	}
+	if b.CountAuthErrors {
+		opts = append(opts, WithCountAuthErrors(true))
+	}
+	if b.CountThrottled {
+		opts = append(opts, WithCountThrottled(true))
+	}
+	if b.FaultInjection != 0 {
+		opts = append(opts, WithFaultInjection(b.FaultInjection))
+	}
+	return opts
+}
+
+func (c Config) limitOptions(fail func(string, ...any)) []Option {
+	var opts []Option
+	if r := c.RateLimit; r.PerSecond != 0 || r.Burst != 0 || r.MaxWait != 0 {
+		if r.PerSecond <= 0 {
+			fail("rate_limit needs per_second > 0, got %v", r.PerSecond)
+		} else {
+			var ro []RateLimitOption
+			switch {
+			case r.MaxWait < 0:
+				ro = append(ro, WithRateLimitWait(0))
+			case r.MaxWait > 0:
+				ro = append(ro, WithRateLimitWait(time.Duration(r.MaxWait)))
+			}
+			opts = append(opts, WithRateLimit(rate.Limit(r.PerSecond), max(1, r.Burst), ro...))
+		}
+	}
+	if k := c.Concurrency; k.Limit != 0 || k.Queue != 0 || k.MaxWait != 0 {
+		var bo []BulkheadOption
+		if k.Queue != 0 || k.MaxWait != 0 {
+			bo = append(bo, WithBulkheadQueue(k.Queue, time.Duration(k.MaxWait)))
+		}
+		opts = append(opts, WithConcurrencyLimit(k.Limit, bo...))
+	}
+	p := c.Pause
+	if p.Off {
+		if p.Max != 0 || p.MaxWait != 0 || p.RateLimitHeaders {
+			fail("pause is off, yet max, max_wait or rate_limit_headers is set")
+		}
+		return append(opts, WithoutPauseGate())
+	}
+	var po []PauseOption
+	if p.Max > 0 {
+		po = append(po, WithMaxPause(time.Duration(p.Max)))
+	}
+	switch {
+	case p.MaxWait < 0:
+		po = append(po, WithPauseWait(0))
+	case p.MaxWait > 0:
+		po = append(po, WithPauseWait(time.Duration(p.MaxWait)))
+	}
+	if len(po) > 0 {
+		opts = append(opts, WithPauseGate(po...))
+	}
+	if p.RateLimitHeaders {
+		opts = append(opts, WithRateLimitHeaders(true))
+	}
+	return opts
+}
+
+// categoryNamed returns the category whose String form is name.
+func categoryNamed(name string) (Category, bool) {
+	for i, n := range categoryNames {
+		if n == name {
+			return Category(i), true
+		}
+	}
+	return 0, false
+}
+
+// Duration is a [time.Duration] that reads and writes itself as text:
+// "1.5s", "250ms", "2m" in JSON and flags, as [time.ParseDuration] reads
+// them, and "off" for a negative Duration, which switches a timeout off
+// where a [Config] allows it.
+type Duration time.Duration
+
+// MarshalText writes d as time.Duration's String form, or "off" when d is
+// negative.
+func (d Duration) MarshalText() ([]byte, error) {
+	if d < 0 {
+		return []byte("off"), nil
+	}
+	return []byte(time.Duration(d).String()), nil
+}
+
+// UnmarshalText reads a duration such as "1.5s", or "off".
+func (d *Duration) UnmarshalText(b []byte) error {
+	s := strings.TrimSpace(string(b))
+	if s == "off" {
+		*d = -1
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("breakwater: duration %q: want a duration such as 1.5s, or off", s)
+	}
+	if v < 0 {
+		return fmt.Errorf("breakwater: duration %q is negative; write off to switch it off", s)
+	}
+	*d = Duration(v)
+	return nil
+}

@@ -1,0 +1,150 @@
+package breakwater_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	bw "github.com/breakwater-go/breakwater"
+	"golang.org/x/time/rate"
+)
+
+// A Config and the options it names build the same transport: Explain
+// reads every resolved setting, so equal texts mean equal configurations.
+func TestConfigMatchesOptions(t *testing.T) {
+	jitter := 0.0
+	for _, tc := range []struct {
+		name string
+		json string
+		opts []bw.Option
+	}{
+		{"zero is the default", `{}`, nil},
+		{"timeouts", `{"call_timeout":"2s","attempt_timeout":"500ms"}`,
+			[]bw.Option{bw.WithCallTimeout(2 * time.Second), bw.WithAttemptTimeout(500 * time.Millisecond)}},
+		{"timeouts off", `{"call_timeout":"off","attempt_timeout":"off"}`,
+			[]bw.Option{bw.WithCallTimeout(0), bw.WithAttemptTimeout(0)}},
+		{"retry", `{"retry":{"max_attempts":5,"backoff":"constant","base":"250ms","budget":{"off":true},"melt_per_attempt":true,"non_idempotent":true}}`,
+			[]bw.Option{bw.WithMaxAttempts(5), bw.WithBackoff(bw.Constant(250 * time.Millisecond)), bw.WithoutRetryBudget(), bw.WithMeltPerAttempt(), bw.WithRetryNonIdempotent(true)}},
+		{"linear backoff and a budget", `{"retry":{"backoff":"linear","base":"100ms","step":"50ms","max":"1s","budget":{"ratio":0.5,"floor":0}}}`,
+			[]bw.Option{bw.WithBackoff(bw.Linear(100*time.Millisecond, 50*time.Millisecond, time.Second)), bw.WithRetryBudget(0.5, 0, bw.DefaultRetryBudgetWindow)}},
+		{"consecutive with a category threshold", `{"breaker":{"policy":"consecutive","threshold":5,"category_thresholds":{"server_error":2}}}`,
+			[]bw.Option{bw.WithBreaker(bw.WithPolicy(bw.Consecutive(5).WithCategoryThreshold(bw.ServerError, 2)))}},
+		{"window", `{"breaker":{"policy":"window","tolerate":0,"within":"20s","open_timeout":"1s","max_open_timeout":"4s","jitter":0,"half_open_probes":3}}`,
+			[]bw.Option{bw.WithBreaker(bw.WithPolicy(bw.Window(0, 20*time.Second)), bw.WithOpenTimeout(time.Second, 4*time.Second), bw.WithOpenJitter(jitter), bw.WithHalfOpen(3, bw.DefaultProbeSuccesses))}},
+		{"failure rate in shadow mode", `{"breaker":{"policy":"failure_rate","ratio":0.5,"min_calls":20,"within":"30s","mode":"shadow"}}`,
+			[]bw.Option{bw.WithBreaker(bw.WithPolicy(bw.FailureRate(0.5, 20, 30*time.Second)), bw.WithBreakerMode(bw.ModeShadow))}},
+		{"disabled breaker", `{"breaker":{"mode":"disabled"}}`,
+			[]bw.Option{bw.WithBreaker(bw.WithBreakerMode(bw.ModeDisabled))}},
+		{"limits", `{"rate_limit":{"per_second":50,"burst":5},"concurrency":{"limit":8,"queue":16,"max_wait":"1s"},"pause":{"off":true}}`,
+			[]bw.Option{bw.WithRateLimit(rate.Limit(50), 5), bw.WithConcurrencyLimit(8, bw.WithBulkheadQueue(16, time.Second)), bw.WithoutPauseGate()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := bw.ParseConfig([]byte(tc.json))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fromCfg, err := bw.NewTransport(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fromOpts, err := bw.NewTransport(tc.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := fromCfg.Explain(), fromOpts.Explain(); got != want {
+				t.Fatalf("config explains as\n%s\noptions as\n%s", got, want)
+			}
+		})
+	}
+}
+
+// A typo in a checked-in file is an error, not a silent default.
+func TestParseConfigIsStrict(t *testing.T) {
+	for _, in := range []string{
+		`{"call_timout":"2s"}`,
+		`{"call_timeout":2000000000}`,
+		`{"call_timeout":"2 seconds"}`,
+		`{"call_timeout":"-2s"}`,
+		`{"retry":{"max_attempts":"3"}}`,
+		`{} {}`,
+		`[]`,
+	} {
+		if _, err := bw.ParseConfig([]byte(in)); err == nil {
+			t.Errorf("ParseConfig(%s) accepted it", in)
+		}
+	}
+}
+
+// Every invalid value is reported at once, by NewTransport, with the
+// other invalid options.
+func TestConfigErrorsAreJoined(t *testing.T) {
+	cfg, err := bw.ParseConfig([]byte(`{
+		"retry": {"backoff": "fibonacci", "max_attempts": -1},
+		"breaker": {"policy": "sometimes", "mode": "loud", "category_thresholds": {"teapot": 1}},
+		"rate_limit": {"burst": 3}
+	}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = bw.NewTransport(cfg, bw.WithCallTimeout(-time.Second))
+	if err == nil {
+		t.Fatal("NewTransport accepted an invalid config")
+	}
+	for _, want := range []string{"fibonacci", "max attempts", "sometimes", "loud", "per_second", "timeouts must be"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not mention %q:\n%v", want, err)
+		}
+	}
+}
+
+// Options after a Config win over it.
+func TestConfigThenOptions(t *testing.T) {
+	var cfg bw.Config
+	cfg.Retry.MaxAttempts = 5
+	tr, err := bw.NewTransport(cfg, bw.WithMaxAttempts(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(tr.Explain(), "up to 2\n") {
+		t.Fatalf("a later option did not win:\n%s", tr.Explain())
+	}
+}
+
+func TestConfigRoundTrip(t *testing.T) {
+	in := `{"call_timeout":"off","attempt_timeout":"1.5s","retry":{"max_attempts":4,"budget":{"floor":1}},"breaker":{"policy":"window","within":"1m0s","jitter":0},"pause":{"max_wait":"off"}}`
+	cfg, err := bw.ParseConfig([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != in {
+		t.Fatalf("round trip:\n got %s\nwant %s", out, in)
+	}
+}
+
+// A Config is the schema of a checked-in file; the same value configures a
+// Transport directly.
+func ExampleParseConfig() {
+	cfg, err := bw.ParseConfig([]byte(`{
+		"call_timeout": "2s",
+		"attempt_timeout": "500ms",
+		"retry": {"max_attempts": 4},
+		"breaker": {"policy": "consecutive", "threshold": 5}
+	}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	tr, err := bw.NewTransport(cfg, bw.WithoutRetryBudget())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(tr.Breakers().Policy())
+	// Output: consecutive(5)
+}
