@@ -1,0 +1,313 @@
+package timeline_test
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	bw "github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/breakwatertest"
+	"github.com/breakwater-go/breakwater/timeline"
+)
+
+const s = time.Second
+
+func TestRecorderCounts(t *testing.T) {
+	r := timeline.New(time.Second)
+	openErr := &bw.BreakerError{Key: "k", State: bw.StateOpen}
+	busyErr := &bw.BreakerError{Key: "k", State: bw.StateHalfOpen}
+	events := []struct {
+		at time.Duration
+		e  bw.Event
+	}{
+		{0, bw.Event{Kind: bw.EventCallStart}},
+		{100 * time.Millisecond, bw.Event{Kind: bw.EventAttempt, Category: bw.ServerError}},
+		{100 * time.Millisecond, bw.Event{Kind: bw.EventRetry}},
+		{900 * time.Millisecond, bw.Event{Kind: bw.EventCallStart}},
+		{1100 * time.Millisecond, bw.Event{Kind: bw.EventAttempt, Category: bw.Success}},
+		{1100 * time.Millisecond, bw.Event{Kind: bw.EventCallEnd, Category: bw.Success}}, // started in interval 0, ended in 1
+		{1200 * time.Millisecond, bw.Event{Kind: bw.EventAttempt, Category: bw.ServerError}},
+		{1200 * time.Millisecond, bw.Event{Kind: bw.EventReject, Mechanism: bw.MechRetryBudget, Err: bw.ErrRetryBudget}},
+		{1200 * time.Millisecond, bw.Event{Kind: bw.EventCallEnd, Category: bw.ServerError, Status: 502}},
+		{1300 * time.Millisecond, bw.Event{Kind: bw.EventTransition, Transition: &bw.Transition{Key: "k", From: bw.StateClosed, To: bw.StateOpen, Reason: bw.ReasonFailures}}},
+		{2000 * time.Millisecond, bw.Event{Kind: bw.EventCallStart}},
+		{2000 * time.Millisecond, bw.Event{Kind: bw.EventCallEnd, Category: bw.Rejected, Err: openErr}},
+		{2100 * time.Millisecond, bw.Event{Kind: bw.EventCallStart}},
+		{2100 * time.Millisecond, bw.Event{Kind: bw.EventCallEnd, Category: bw.Rejected, Err: &bw.RetryError{Attempts: 2, Err: busyErr}}},
+		{2200 * time.Millisecond, bw.Event{Kind: bw.EventCallStart}},
+		{2200 * time.Millisecond, bw.Event{Kind: bw.EventReject, Mechanism: bw.MechPause, Err: &bw.PauseError{Remaining: 500 * time.Millisecond}}},
+		{2200 * time.Millisecond, bw.Event{Kind: bw.EventCallEnd, Category: bw.Rejected, Err: &bw.PauseError{Remaining: 500 * time.Millisecond}}},
+		{3500 * time.Millisecond, bw.Event{Kind: bw.EventWait, Mechanism: bw.MechPause, Duration: 800 * time.Millisecond}},
+		{3600 * time.Millisecond, bw.Event{Kind: bw.EventTransition, Transition: &bw.Transition{Key: "k", From: bw.StateOpen, To: bw.StateHalfOpen}}},
+		{3700 * time.Millisecond, bw.Event{Kind: bw.EventTransition, Transition: &bw.Transition{Key: "k", From: bw.StateHalfOpen, To: bw.StateClosed}}},
+		{-time.Second, bw.Event{Kind: bw.EventCallStart}},              // dropped
+		{timeline.MaxIntervals * s, bw.Event{Kind: bw.EventCallStart}}, // dropped
+	}
+	for _, ev := range events {
+		r.Record(ev.at, ev.e)
+	}
+	tl := r.Timeline()
+	if len(tl.Intervals) != 4 {
+		t.Fatalf("%d intervals, want 4", len(tl.Intervals))
+	}
+	iv := tl.Intervals
+	check := func(name string, got, want int) {
+		t.Helper()
+		if got != want {
+			t.Errorf("%s = %d, want %d", name, got, want)
+		}
+	}
+	check("started[0]", iv[0].Started, 2)
+	check("ended[0]", iv[0].Ended, 0)
+	check("retries[0]", iv[0].Retries, 1)
+	check("ended[1]", iv[1].Ended, 2)
+	check("succeeded[1]", iv[1].Succeeded, 1)
+	check("failed[1]", iv[1].Failed, 1)
+	check("attempts[1]", iv[1].Attempts, 2)
+	check("failed attempts[1]", iv[1].FailedAttempts, 1)
+	check("budget refused[1]", iv[1].BudgetRefused, 1)
+	check("breaker open[2]", iv[2].Rejected[timeline.BreakerOpen], 1)
+	check("half-open busy[2]", iv[2].Rejected[timeline.HalfOpenBusy], 1)
+	check("paused[2]", iv[2].Rejected[timeline.Paused], 1)
+	check("rejected total[2]", iv[2].RejectedTotal(), 3)
+	for i, v := range iv {
+		if got := v.Succeeded + v.Failed + v.Canceled + v.RejectedTotal(); got != v.Ended {
+			t.Errorf("interval %d: outcomes add up to %d, ended %d", i, got, v.Ended)
+		}
+	}
+	// Paused: [2.2s, 2.7s) from the refusal, [2.7s, 3.5s) from the wait.
+	if iv[2].Paused != 800*time.Millisecond || iv[3].Paused != 500*time.Millisecond {
+		t.Errorf("paused %s and %s, want 800ms and 500ms", iv[2].Paused, iv[3].Paused)
+	}
+	want := []timeline.Span{
+		{From: 0, To: 1300 * time.Millisecond, State: bw.StateClosed},
+		{From: 1300 * time.Millisecond, To: 3600 * time.Millisecond, State: bw.StateOpen},
+		{From: 3600 * time.Millisecond, To: 3700 * time.Millisecond, State: bw.StateHalfOpen},
+		{From: 3700 * time.Millisecond, To: 3700 * time.Millisecond, State: bw.StateClosed},
+	}
+	if !equalSpans(tl.States, want) {
+		t.Errorf("states %v, want %v", tl.States, want)
+	}
+}
+
+func equalSpans(a, b []timeline.Span) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// With several keys, the band shows the worst state among them.
+func TestStatesWorstAcrossKeys(t *testing.T) {
+	r := timeline.New(time.Second)
+	tr := func(at time.Duration, key string, from, to bw.State) {
+		r.Record(at, bw.Event{Kind: bw.EventTransition, Transition: &bw.Transition{Key: key, From: from, To: to}})
+	}
+	tr(1*s, "a", bw.StateClosed, bw.StateOpen)
+	tr(2*s, "b", bw.StateClosed, bw.StateHalfOpen) // a still open: no change
+	tr(3*s, "a", bw.StateOpen, bw.StateClosed)     // b half-open is now the worst
+	tr(4*s, "b", bw.StateHalfOpen, bw.StateClosed)
+	r.Record(5*s, bw.Event{Kind: bw.EventCallStart})
+	got := r.Timeline().States
+	want := []timeline.Span{
+		{From: 0, To: 1 * s, State: bw.StateClosed},
+		{From: 1 * s, To: 3 * s, State: bw.StateOpen},
+		{From: 3 * s, To: 4 * s, State: bw.StateHalfOpen},
+		{From: 4 * s, To: 5 * s, State: bw.StateClosed},
+	}
+	if !equalSpans(got, want) {
+		t.Fatalf("states %v, want %v", got, want)
+	}
+}
+
+// svgDoc is what a test reads back from a drawing.
+type svgDoc struct {
+	ids    map[string]map[string]string // id → attributes
+	states map[string]bool              // data-state values of the breaker band
+	phases []string
+	title  string
+}
+
+// parseSVG checks that b is well-formed XML with an <svg> root and
+// collects the elements that carry an id.
+func parseSVG(t *testing.T, b []byte) svgDoc {
+	t.Helper()
+	doc := svgDoc{ids: map[string]map[string]string{}, states: map[string]bool{}}
+	dec := xml.NewDecoder(bytes.NewReader(b))
+	depth := 0
+	inTitle := false
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed XML: %v", err)
+		}
+		switch el := tok.(type) {
+		case xml.StartElement:
+			if depth == 0 && (el.Name.Local != "svg" || el.Name.Space != "http://www.w3.org/2000/svg") {
+				t.Fatalf("root element %v, want svg", el.Name)
+			}
+			depth++
+			attrs := map[string]string{}
+			for _, a := range el.Attr {
+				attrs[a.Name.Local] = a.Value
+			}
+			if id := attrs["id"]; id != "" {
+				doc.ids[id] = attrs
+			}
+			if st := attrs["data-state"]; st != "" {
+				doc.states[st] = true
+			}
+			if ph := attrs["data-phase"]; ph != "" {
+				doc.phases = append(doc.phases, ph)
+			}
+			inTitle = el.Name.Local == "title" && attrs["id"] == "title"
+		case xml.EndElement:
+			depth--
+			inTitle = false
+		case xml.CharData:
+			if inTitle {
+				doc.title += string(el)
+			}
+		}
+	}
+	if depth != 0 {
+		t.Fatalf("unbalanced document")
+	}
+	return doc
+}
+
+func TestWriteSVG(t *testing.T) {
+	r := timeline.New(time.Second)
+	r.Phase(0, "healthy", true)
+	r.Phase(2*s, "5xx <storm> & more", false)
+	for i := range 5 {
+		at := time.Duration(i) * s
+		r.Record(at, bw.Event{Kind: bw.EventCallStart})
+		r.Record(at, bw.Event{Kind: bw.EventAttempt, Category: bw.Success})
+		r.Record(at, bw.Event{Kind: bw.EventCallEnd, Category: bw.Success})
+	}
+	r.Record(2500*time.Millisecond, bw.Event{Kind: bw.EventRetry})
+	r.Record(2600*time.Millisecond, bw.Event{Kind: bw.EventCallEnd, Category: bw.Rejected, Err: &bw.BreakerError{State: bw.StateOpen}})
+	r.Record(2600*time.Millisecond, bw.Event{Kind: bw.EventTransition, Transition: &bw.Transition{Key: "k", To: bw.StateOpen, Reason: bw.ReasonFailures}})
+	var b bytes.Buffer
+	if err := timeline.WriteSVG(&b, r.Timeline(), `outage "A" <1>`); err != nil {
+		t.Fatal(err)
+	}
+	doc := parseSVG(t, b.Bytes())
+	if doc.title != `outage "A" <1>` {
+		t.Errorf("title %q", doc.title)
+	}
+	for _, id := range []string{"band-upstream", "band-breaker", "band-paused", "paused-values", "axes", "legend", "sent", "retried",
+		"calls-succeeded", "calls-failed", "calls-breaker_open", "calls-half_open_busy", "calls-paused", "calls-rate_limited", "calls-concurrency", "calls-other"} {
+		if _, ok := doc.ids[id]; !ok {
+			t.Errorf("no element with id %q", id)
+		}
+	}
+	for id, want := range map[string]string{
+		"calls-succeeded":    "1,1,1,1,1",
+		"calls-breaker_open": "0,0,1,0,0",
+		"sent":               "1,1,1,1,1",
+		"retried":            "0,0,1,0,0",
+	} {
+		if got := doc.ids[id]["data-values"]; got != want {
+			t.Errorf("%s data-values %q, want %q", id, got, want)
+		}
+	}
+	if !doc.states["closed"] || !doc.states["open"] {
+		t.Errorf("breaker band states %v, want closed and open", doc.states)
+	}
+	if strings.Join(doc.phases, "|") != "healthy|5xx <storm> & more" {
+		t.Errorf("phases %q", doc.phases)
+	}
+}
+
+// An empty timeline still draws a valid document.
+func TestWriteSVGEmpty(t *testing.T) {
+	var b bytes.Buffer
+	if err := timeline.WriteSVG(&b, timeline.New(0).Timeline(), ""); err != nil {
+		t.Fatal(err)
+	}
+	parseSVG(t, b.Bytes())
+}
+
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+func TestWriteSVGReportsWriteErrors(t *testing.T) {
+	if err := timeline.WriteSVG(failWriter{}, timeline.New(0).Timeline(), "x"); err == nil {
+		t.Fatal("no error from a failing writer")
+	}
+}
+
+// A Recorder given to a real Transport sees the breaker open during an
+// outage, and every call it saw start ends in one of its counts.
+func TestRecorderOnTransport(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		failing := true
+		u := breakwatertest.NewPipeUpstreamFunc(t, func(int, *http.Request) breakwatertest.Step {
+			if failing {
+				return breakwatertest.Step{Status: http.StatusBadGateway}
+			}
+			return breakwatertest.Step{Body: []byte("ok")}
+		})
+		rec := timeline.New(time.Second)
+		tr, err := bw.NewTransport(bw.WithBase(u.Transport()), bw.WithObserver(rec),
+			bw.WithBreaker(bw.WithPolicy(bw.Consecutive(3)), bw.WithOpenTimeout(2*s, 2*s), bw.WithOpenJitter(0)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		client := &http.Client{Transport: tr}
+		for i := range 40 {
+			if i == 20 {
+				failing = false
+			}
+			resp, err := client.Get(u.URL)
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		tl := rec.Timeline()
+		var started, ended, rejected int
+		for _, iv := range tl.Intervals {
+			started += iv.Started
+			ended += iv.Ended
+			rejected += iv.Rejected[timeline.BreakerOpen]
+		}
+		if started != 40 || ended != 40 {
+			t.Errorf("started %d, ended %d, want 40 and 40", started, ended)
+		}
+		if rejected == 0 {
+			t.Error("no call rejected by the open breaker")
+		}
+		var opened, closed bool
+		for _, s := range tl.States {
+			opened = opened || s.State == bw.StateOpen
+			closed = closed || s.State == bw.StateClosed && s.From > 0
+		}
+		if !opened || !closed {
+			t.Errorf("states %v: want an opening and a close after recovery", tl.States)
+		}
+		var b bytes.Buffer
+		if err := timeline.WriteSVG(&b, tl, "pipe outage"); err != nil {
+			t.Fatal(err)
+		}
+		parseSVG(t, b.Bytes())
+	})
+}
