@@ -1,0 +1,195 @@
+package status
+
+import (
+	"cmp"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/breakwater-go/breakwater"
+)
+
+// Rows per table: the default and the most a request may ask for.
+const (
+	DefaultRows = 50
+	MaxRows     = 500
+)
+
+// state is the JSON the page polls.
+type state struct {
+	Title    string    `json:"title"`
+	At       time.Time `json:"at"`
+	Refresh  float64   `json:"refresh_seconds"`
+	Controls bool      `json:"controls"`
+	// Limit is the most rows a table holds.
+	Limit   int           `json:"limit"`
+	Sources []sourceState `json:"sources"`
+}
+
+type sourceState struct {
+	Name    string `json:"name"`
+	Explain string `json:"explain,omitempty"`
+	// CanTrip and CanResume say which controls the source supports.
+	CanTrip   bool                                `json:"can_trip,omitempty"`
+	CanResume bool                                `json:"can_resume,omitempty"`
+	Breakers  table[breakwater.BreakerSnapshot]   `json:"breakers"`
+	Pauses    table[breakwater.PauseSnapshot]     `json:"pauses"`
+	Buckets   table[breakwater.RateLimitSnapshot] `json:"buckets"`
+	Bulkheads table[breakwater.BulkheadSnapshot]  `json:"bulkheads"`
+}
+
+// table is one page of a ranked, filtered list of per-key states.
+type table[T any] struct {
+	// Total is the number of keys; Matched those that match the filter;
+	// Rows the page of them starting at Offset.
+	Total   int `json:"total"`
+	Matched int `json:"matched"`
+	Offset  int `json:"offset"`
+	// Counts counts keys by state (breakers) or condition (paused,
+	// limited, saturated), over all keys.
+	Counts map[string]int `json:"counts,omitempty"`
+	Rows   []T            `json:"rows"`
+}
+
+// query is what a state request asks for.
+type query struct {
+	source  string // "" for all
+	filter  string
+	limit   int
+	offsets map[string]int // "<source index>.<table>" → offset
+}
+
+func parseQuery(v url.Values) query {
+	q := query{source: v.Get("source"), filter: v.Get("q"), limit: DefaultRows, offsets: map[string]int{}}
+	if n, err := strconv.Atoi(v.Get("limit")); err == nil && n > 0 {
+		q.limit = min(n, MaxRows)
+	}
+	// o=<source index>.<table>.<offset>, repeated.
+	for _, o := range v["o"] {
+		i := strings.LastIndexByte(o, '.')
+		if i < 0 {
+			continue
+		}
+		if n, err := strconv.Atoi(o[i+1:]); err == nil && n > 0 {
+			q.offsets[o[:i]] = n
+		}
+	}
+	return q
+}
+
+func (p *Page) serveState(w http.ResponseWriter, r *http.Request) {
+	q := parseQuery(r.URL.Query())
+	st := p.state(q)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if r.Method == http.MethodHead {
+		return
+	}
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(st)
+}
+
+func (p *Page) state(q query) state {
+	st := state{Title: p.cfg.title, At: time.Now(), Refresh: p.cfg.refresh.Seconds(), Controls: p.cfg.controls, Limit: q.limit, Sources: []sourceState{}}
+	for i, src := range p.cfg.sources {
+		if q.source != "" && q.source != src.name {
+			continue
+		}
+		snap := src.snap.Snapshot()
+		ss := sourceState{Name: src.name, Explain: src.explain}
+		_, ss.CanTrip = src.snap.(breakerOwner)
+		_, ss.CanResume = src.snap.(pauseOwner)
+		prefix := strconv.Itoa(i) + "."
+		ss.Breakers = page(snap.Breakers, q, q.offsets[prefix+"breakers"],
+			func(b breakwater.BreakerSnapshot) string { return b.Key }, compareBreakers,
+			func(b breakwater.BreakerSnapshot) string { return b.StateName })
+		ss.Pauses = page(snap.Pauses, q, q.offsets[prefix+"pauses"],
+			func(s breakwater.PauseSnapshot) string { return s.Key }, comparePauses,
+			func(s breakwater.PauseSnapshot) string { return flag(s.Paused, "paused") })
+		ss.Buckets = page(snap.RateLimiters, q, q.offsets[prefix+"buckets"],
+			func(s breakwater.RateLimitSnapshot) string { return s.Key }, compareBuckets,
+			func(s breakwater.RateLimitSnapshot) string { return flag(s.Limited, "limited") })
+		ss.Bulkheads = page(snap.Bulkheads, q, q.offsets[prefix+"bulkheads"],
+			func(s breakwater.BulkheadSnapshot) string { return s.Key }, compareBulkheads,
+			func(s breakwater.BulkheadSnapshot) string { return flag(s.Saturated, "saturated") })
+		st.Sources = append(st.Sources, ss)
+	}
+	return st
+}
+
+func flag(on bool, name string) string {
+	if on {
+		return name
+	}
+	return ""
+}
+
+// page ranks rows by compare, keeps those whose key contains the filter,
+// and returns limit of them from offset, with counts by class over all
+// rows. It sorts indices, not the (large) rows themselves.
+func page[T any](rows []T, q query, offset int, key func(T) string, compare func(a, b T) int, class func(T) string) table[T] {
+	t := table[T]{Total: len(rows), Counts: map[string]int{}, Rows: []T{}}
+	kept := make([]int32, 0, len(rows))
+	for i := range rows {
+		if c := class(rows[i]); c != "" {
+			t.Counts[c]++
+		}
+		if q.filter == "" || strings.Contains(key(rows[i]), q.filter) {
+			kept = append(kept, int32(i))
+		}
+	}
+	t.Matched = len(kept)
+	slices.SortFunc(kept, func(a, b int32) int {
+		if c := compare(rows[a], rows[b]); c != 0 {
+			return c
+		}
+		return strings.Compare(key(rows[a]), key(rows[b]))
+	})
+	t.Offset = min(offset, max(0, len(kept)-1))
+	t.Offset -= t.Offset % max(1, q.limit) // whole pages
+	for _, i := range kept[t.Offset:min(len(kept), t.Offset+q.limit)] {
+		t.Rows = append(t.Rows, rows[i])
+	}
+	return t
+}
+
+// Trouble first: open breakers (longest to go first), half-open ones, then
+// closed ones with the most failures and the most recent failure.
+func compareBreakers(a, b breakwater.BreakerSnapshot) int {
+	return cmp.Or(
+		cmp.Compare(b.State, a.State), // open, half-open, closed
+		cmp.Compare(b.Remaining, a.Remaining),
+		cmp.Compare(b.Failures, a.Failures),
+		cmp.Compare(b.Opens, a.Opens),
+		b.LastFailureAt.Compare(a.LastFailureAt),
+	)
+}
+
+func comparePauses(a, b breakwater.PauseSnapshot) int {
+	return cmp.Or(compareBool(a.Paused, b.Paused), cmp.Compare(b.Remaining, a.Remaining))
+}
+
+func compareBuckets(a, b breakwater.RateLimitSnapshot) int {
+	fill := func(s breakwater.RateLimitSnapshot) float64 { return s.Tokens / float64(max(1, s.Burst)) }
+	return cmp.Or(compareBool(a.Limited, b.Limited), cmp.Compare(b.Wait, a.Wait), cmp.Compare(fill(a), fill(b)))
+}
+
+func compareBulkheads(a, b breakwater.BulkheadSnapshot) int {
+	use := func(s breakwater.BulkheadSnapshot) float64 { return float64(s.InFlight) / float64(max(1, s.Limit)) }
+	return cmp.Or(compareBool(a.Saturated, b.Saturated), cmp.Compare(b.Queued, a.Queued), cmp.Compare(use(b), use(a)))
+}
+
+// compareBool puts true first.
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return -1
+	}
+	return 1
+}
