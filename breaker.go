@@ -1,6 +1,7 @@
 package breakwater
 
 import (
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,8 @@ type Breaker struct {
 	lastCat  Category
 	lastAt   int64
 	hasLast  bool
+	since    int64  // when the breaker entered its state
+	reason   Reason // why; empty before the first transition
 }
 
 type probeLease struct {
@@ -374,6 +377,7 @@ func (b *Breaker) transitionLocked(to State, reason Reason) Transition {
 	gen++
 	b.sg.Store(pack(gen, to))
 	now := b.bs.now()
+	b.since, b.reason = now, reason
 	return Transition{Key: b.key, From: from, To: to, Reason: reason, At: b.bs.wall(now), Generation: gen, Opens: b.opens}
 }
 
@@ -476,8 +480,18 @@ type BreakerSnapshot struct {
 	State State  `json:"-"`
 	// StateName is State's String form, for JSON.
 	StateName string `json:"state"`
-	// Failures is the policy's current failure count (closed state).
-	Failures int `json:"failures"`
+	// Since is when the breaker entered its state (when it was made, for
+	// a breaker that never changed state) and Reason why (empty then).
+	Since  time.Time `json:"since"`
+	Reason Reason    `json:"reason,omitempty"`
+	// Failures is the policy's current failure count (closed state), and
+	// Threshold the count at which it opens: tolerate+1 for a window (a
+	// volume-aware one also needs its share of calls to have failed), the
+	// threshold of a consecutive policy (a category threshold may open
+	// either sooner), the failures that the ratio needs at the current
+	// volume for a failure rate.
+	Failures  int `json:"failures"`
+	Threshold int `json:"threshold"`
 	// Opens counts consecutive openings without a close.
 	Opens int `json:"opens"`
 	// OpenUntil and Remaining are set while open.
@@ -514,13 +528,16 @@ func (b *Breaker) Snapshot() BreakerSnapshot {
 		ProbeSuccesses:   b.probeOK,
 		ShadowRejections: b.shadowRejects.Load(),
 		Generation:       gen,
+		Since:            b.bs.wall(b.since),
+		Reason:           b.reason,
 	}
 	switch p := b.bs.cfg.policy; p.kind {
 	case policyConsecutive:
-		snap.Failures = int(b.consec.Load())
+		snap.Failures, snap.Threshold = int(b.consec.Load()), p.threshold
 	case policyFailureRate:
-		_, f := b.rate.sum(now)
+		calls, f := b.rate.sum(now)
 		snap.Failures = int(f)
+		snap.Threshold = max(1, int(math.Ceil(p.ratio*float64(max(calls, int64(p.minCalls))))))
 	default:
 		if b.share != nil {
 			f, _ := b.share.live(now)
@@ -528,6 +545,7 @@ func (b *Breaker) Snapshot() BreakerSnapshot {
 		} else {
 			snap.Failures = b.window.live(now, int64(p.within))
 		}
+		snap.Threshold = p.tolerate + 1
 	}
 	if s == StateOpen {
 		until := b.openUntil.Load()

@@ -118,7 +118,7 @@ func (bs *Breakers) Snapshots() []BreakerSnapshot {
 	if bs == nil {
 		return nil
 	}
-	var out []BreakerSnapshot
+	out := make([]BreakerSnapshot, 0, bs.Len())
 	bs.each(func(b *Breaker) { out = append(out, b.Snapshot()) })
 	return out
 }
@@ -229,6 +229,7 @@ func (bs *Breakers) newBreaker(key string) *Breaker {
 		busyErr:  &BreakerError{Key: key, State: StateHalfOpen},
 		faultErr: &BreakerError{Key: key, State: StateOpen, Injected: true},
 		probes:   make([]probeLease, bs.cfg.maxProbes),
+		since:    bs.now(),
 	}
 	switch p := bs.cfg.policy; p.kind {
 	case policyWindow:

@@ -59,3 +59,41 @@ func TestSnapshotShowsAPause(t *testing.T) {
 		}
 	})
 }
+
+// A snapshot says since when a breaker is in its state, why, and how many
+// failures open it, for every policy.
+func TestBreakerSnapshotSinceReasonThreshold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, tc := range []struct {
+			policy    bw.Policy
+			threshold int
+		}{
+			{bw.Window(4, time.Minute), 5},
+			{bw.Consecutive(3).WithCategoryThreshold(bw.Timeout, 2), 3},
+			{bw.FailureRate(0.5, 10, time.Minute), 5},
+		} {
+			bs, err := bw.NewBreakers(bw.WithPolicy(tc.policy), bw.WithOpenJitter(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			made := time.Now()
+			b := bs.Get("k")
+			time.Sleep(time.Second)
+			b.Melt(bw.ServerError)
+			s := b.Snapshot()
+			if !s.Since.Equal(made) || s.Reason != "" || s.Failures != 1 || s.Threshold != tc.threshold {
+				t.Errorf("%v closed: since %v (made %v), reason %q, %d/%d failures, want 1/%d", tc.policy, s.Since, made, s.Reason, s.Failures, s.Threshold, tc.threshold)
+			}
+			time.Sleep(time.Second)
+			b.Trip(0)
+			s = b.Snapshot()
+			if !s.Since.Equal(made.Add(2*time.Second)) || s.Reason != bw.ReasonTrip || s.State != bw.StateOpen {
+				t.Errorf("%v tripped: since %v, reason %q, state %v", tc.policy, s.Since.Sub(made), s.Reason, s.State)
+			}
+			time.Sleep(bw.DefaultOpenTimeout)
+			if s = b.Snapshot(); s.State != bw.StateHalfOpen || s.Reason != bw.ReasonOpenElapsed || !s.Since.Equal(made.Add(2*time.Second+bw.DefaultOpenTimeout)) {
+				t.Errorf("%v after the open timeout: %v since %v, reason %q", tc.policy, s.State, s.Since.Sub(made), s.Reason)
+			}
+		}
+	})
+}
