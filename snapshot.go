@@ -17,6 +17,9 @@ type Snapshot struct {
 	Bulkheads    []BulkheadSnapshot  `json:"bulkheads,omitempty"`
 	RateLimiters []RateLimitSnapshot `json:"rate_limiters,omitempty"`
 	Pauses       []PauseSnapshot     `json:"pauses,omitempty"`
+	// Insights are the findings of the [Insights] observing the
+	// component: nil when none observes it, empty when it finds nothing.
+	Insights []Insight `json:"insights,omitzero"`
 }
 
 // A Snapshotter reports its state; [Transport] and the inbound middleware
@@ -26,7 +29,8 @@ type Snapshotter interface {
 }
 
 // Snapshot returns the state of every breaker, token bucket, pause gate
-// and bulkhead the transport holds.
+// and bulkhead the transport holds, and the findings of the [Insights]
+// among its observers.
 func (t *Transport) Snapshot() Snapshot {
 	s := Snapshot{At: time.Now(), Breakers: t.breakers.Snapshots()}
 	if t.limits.rate != nil {
@@ -37,6 +41,12 @@ func (t *Transport) Snapshot() Snapshot {
 	}
 	if t.limits.bulk != nil {
 		s.Bulkheads = t.limits.bulk.Snapshots()
+	}
+	for _, o := range t.cfg.observers {
+		insightsOf(o, func(in *Insights) { s.Insights = append(s.Insights, in.Findings()...) })
+	}
+	if s.Insights == nil && t.hasInsights() {
+		s.Insights = []Insight{}
 	}
 	return s
 }
@@ -63,4 +73,24 @@ func SnapshotHandler(sources ...Snapshotter) http.Handler {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(out)
 	})
+}
+
+// insightsOf calls fn for every *Insights in o, composed ones included.
+func insightsOf(o Observer, fn func(*Insights)) {
+	switch o := o.(type) {
+	case *Insights:
+		fn(o)
+	case multiObserver:
+		for _, m := range o {
+			insightsOf(m, fn)
+		}
+	}
+}
+
+func (t *Transport) hasInsights() bool {
+	found := false
+	for _, o := range t.cfg.observers {
+		insightsOf(o, func(*Insights) { found = true })
+	}
+	return found
 }

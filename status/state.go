@@ -40,6 +40,8 @@ type sourceState struct {
 	Pauses    table[breakwater.PauseSnapshot]     `json:"pauses"`
 	Buckets   table[breakwater.RateLimitSnapshot] `json:"buckets"`
 	Bulkheads table[breakwater.BulkheadSnapshot]  `json:"bulkheads"`
+	// Insights is absent when no breakwater.Insights observes the source.
+	Insights []breakwater.Insight `json:"insights,omitzero"`
 }
 
 // table is one page of a ranked, filtered list of per-key states.
@@ -100,7 +102,7 @@ func (p *Page) state(q query) state {
 			continue
 		}
 		snap := src.snap.Snapshot()
-		ss := sourceState{Name: src.name, Explain: src.explain}
+		ss := sourceState{Name: src.name, Explain: src.explain, Insights: snap.Insights}
 		_, ss.CanTrip = src.snap.(breakerOwner)
 		_, ss.CanResume = src.snap.(pauseOwner)
 		prefix := strconv.Itoa(i) + "."

@@ -1,0 +1,193 @@
+package breakwater_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	bw "github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/breakwatertest"
+)
+
+// finding returns the insight of check for the upstream, if any.
+func finding(in []bw.Insight, check string) (bw.Insight, bool) {
+	for _, i := range in {
+		if i.Check == check && i.Key == upstreamKey {
+			return i, true
+		}
+	}
+	return bw.Insight{}, false
+}
+
+// Each insight appears when live traffic shows it, with its number in the
+// message, and not otherwise.
+func TestInsights(t *testing.T) {
+	never := bw.WithBreaker(bw.WithPolicy(bw.Window(1000, time.Minute)))
+	for _, tc := range []struct {
+		name  string
+		check string
+		step  func(n int, now time.Duration) breakwatertest.Step
+		opts  []bw.Option
+		calls int
+		every time.Duration
+		value float64
+		words string
+	}{
+		{
+			name: "40 % of calls fail, breaker stays closed", check: "breaker_never_opened",
+			step: func(n int, _ time.Duration) breakwatertest.Step {
+				if n%5 < 2 {
+					return breakwatertest.Step{Status: http.StatusBadGateway}
+				}
+				return breakwatertest.Step{}
+			},
+			opts: []bw.Option{bw.WithMaxAttempts(1), never}, calls: 50, every: 500 * time.Millisecond,
+			value: 0.4, words: "40 % of calls failed in the last minute (20 of 50)",
+		},
+		{
+			name: "a third of attempts hang past the attempt timeout", check: "attempt_timeouts",
+			step: func(n int, _ time.Duration) breakwatertest.Step {
+				if n%3 == 0 {
+					return breakwatertest.Step{Hang: true}
+				}
+				return breakwatertest.Step{}
+			},
+			opts:  []bw.Option{bw.WithMaxAttempts(1), bw.WithAttemptTimeout(100 * time.Millisecond), never},
+			calls: 30, every: time.Second, value: 10.0 / 30, words: "attempt timeout fired on 33 % of attempts",
+		},
+		{
+			name: "the upstream keeps asking to pause", check: "pause_held",
+			step: func(int, time.Duration) breakwatertest.Step {
+				return breakwatertest.Step{Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"30"}}}
+			},
+			opts:  []bw.Option{bw.WithMaxAttempts(1), bw.WithPauseGate(bw.WithPauseWait(0))},
+			calls: 60, every: time.Second, value: 58.0 / 60, words: "pause gate held calls for 97 % of the last 60s (58s)",
+		},
+		{
+			name: "the retry budget runs out", check: "retry_budget_exhausted",
+			step: func(int, time.Duration) breakwatertest.Step {
+				return breakwatertest.Step{Status: http.StatusInternalServerError}
+			},
+			opts: []bw.Option{bw.WithBackoff(bw.Constant(0)), bw.WithRetryBudget(0, 0.5, 10*time.Second),
+				bw.WithBreaker(bw.WithBreakerMode(bw.ModeDisabled))},
+			calls: 20, every: time.Second, value: 16, words: "retry budget exhausted 16 times in the last minute",
+		},
+		{
+			name: "the upstream recovers and fails again", check: "breaker_flapping",
+			step: func(_ int, now time.Duration) breakwatertest.Step {
+				if now/(4*time.Second)%2 == 0 {
+					return breakwatertest.Step{Status: http.StatusInternalServerError}
+				}
+				return breakwatertest.Step{}
+			},
+			opts: []bw.Option{bw.WithMaxAttempts(1), bw.WithBreaker(bw.WithPolicy(bw.Consecutive(1)),
+				bw.WithOpenTimeout(time.Second, time.Second), bw.WithOpenJitter(0), bw.WithHalfOpen(1, 1))},
+			calls: 60, every: 500 * time.Millisecond, value: 4, words: "breaker opened 4 times in the last 5 minutes",
+		},
+		{
+			name: "every call needs a retry", check: "retries_absorb_failures",
+			step: func(n int, _ time.Duration) breakwatertest.Step {
+				if n%2 == 1 { // the first attempt of every call
+					return breakwatertest.Step{Status: http.StatusServiceUnavailable}
+				}
+				return breakwatertest.Step{}
+			},
+			opts:  []bw.Option{bw.WithBackoff(bw.Constant(10 * time.Millisecond)), bw.WithoutRetryBudget()},
+			calls: 30, every: time.Second, value: 1, words: "100 % of successful calls needed a retry in the last minute (30 of 30)",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				u := breakwatertest.NewPipeUpstreamFunc(t, func(n int, _ *http.Request) breakwatertest.Step {
+					return tc.step(n, time.Since(start))
+				})
+				in := bw.NewInsights()
+				tr := newTransport(t, u.Transport(), append(tc.opts, bw.WithObserver(bw.Observers(in)))...)
+				if _, ok := finding(tr.Snapshot().Insights, tc.check); ok {
+					t.Fatal("a finding before any traffic")
+				}
+				for range tc.calls {
+					get(tr)
+					time.Sleep(tc.every)
+				}
+				got, ok := finding(tr.Snapshot().Insights, tc.check)
+				if !ok {
+					t.Fatalf("no %s finding in %+v", tc.check, in.Findings())
+				}
+				if diff := got.Value - tc.value; diff > 1e-9 || diff < -1e-9 || !strings.Contains(got.Message, tc.words) {
+					t.Fatalf("finding %.3f %q, want %.3f and %q", got.Value, got.Message, tc.value, tc.words)
+				}
+				// Five quiet minutes later, nothing is left to report.
+				time.Sleep(5 * time.Minute)
+				if f, ok := finding(in.Findings(), tc.check); ok {
+					t.Fatalf("still reported after five quiet minutes: %q", f.Message)
+				}
+			})
+		})
+	}
+}
+
+// A healthy upstream yields no finding, and a snapshot says whether an
+// Insights observes the transport at all.
+func TestInsightsQuietWhenHealthy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{})
+		in := bw.NewInsights()
+		tr := newTransport(t, u.Transport(), bw.WithObserver(in))
+		for range 100 {
+			get(tr)
+			time.Sleep(100 * time.Millisecond)
+		}
+		s := tr.Snapshot()
+		if s.Insights == nil || len(s.Insights) != 0 {
+			t.Fatalf("insights %#v, want an empty list", s.Insights)
+		}
+		b, _ := json.Marshal(s)
+		if !strings.Contains(string(b), `"insights":[]`) {
+			t.Fatalf("JSON %s lacks an empty insights list", b)
+		}
+		plain := newTransport(t, u.Transport())
+		if s := plain.Snapshot(); s.Insights != nil {
+			t.Fatalf("insights %#v without an Insights observer", s.Insights)
+		}
+		b, _ = json.Marshal(plain.Snapshot())
+		if strings.Contains(string(b), `"insights"`) {
+			t.Fatalf("JSON %s has insights without an observer", b)
+		}
+	})
+}
+
+// Findings are bounded whatever the number of keys.
+func TestInsightsBounded(t *testing.T) {
+	in := bw.NewInsights()
+	for k := range 300 {
+		key := fmt.Sprintf("host-%d", k)
+		for range 5 {
+			in.Observe(t.Context(), bw.Event{Kind: bw.EventReject, Key: key, Mechanism: bw.MechRetryBudget})
+		}
+	}
+	if n := len(in.Findings()); n != 100 {
+		t.Fatalf("%d findings, want 100", n)
+	}
+}
+
+// Insights observes a transport's traffic and reports it in plain words.
+func ExampleInsights() {
+	in := bw.NewInsights()
+	tr, err := bw.NewTransport(bw.WithObserver(in))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// ... after some traffic through tr:
+	for _, i := range tr.Snapshot().Insights {
+		fmt.Printf("%s: %s\n", i.Key, i.Message)
+	}
+	fmt.Println(len(in.Findings()), "findings")
+	// Output: 0 findings
+}
