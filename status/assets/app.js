@@ -103,9 +103,19 @@
       el('span', { class: 'bar' }, el('span', { class: 'fill', 'data-pct': pct })), ` ${n} / ${b.threshold}`);
   }
 
+  const reasons = {
+    failures: 'opened on failures',
+    probe_failed: 'a probe failed',
+    open_elapsed: 'open time elapsed',
+    probes_succeeded: 'probes succeeded',
+    trip: 'tripped by hand',
+    reset: 'reset by hand',
+    recovery_signal: 'a recovery signal',
+  };
+
   function why(b) {
     const parts = [];
-    if (b.reason) parts.push(b.reason.replace(/_/g, ' '));
+    if (b.reason) parts.push(reasons[b.reason] || b.reason.replace(/_/g, ' '));
     if (b.last_failure) parts.push('last failure: ' + b.last_failure.replace(/_/g, ' '));
     return parts.join('; ');
   }
@@ -115,7 +125,7 @@
       el('td', { class: 'key' }, b.key),
       el('td', {}, pill(b.state)),
       el('td', {}, ago(b.since, now)),
-      el('td', {}, why(b)),
+      el('td', { class: 'why' }, why(b)),
       el('td', {}, threshold(b)),
       el('td', {}, b.state === 'open' ? duration(b.remaining_seconds) : b.state === 'half_open' ? `${b.probes_in_flight} probing, ${b.probe_successes} ok` : ''),
       el('td', { class: 'num' }, b.opens || ''),
