@@ -311,3 +311,27 @@ func TestRecorderOnTransport(t *testing.T) {
 		parseSVG(t, b.Bytes())
 	})
 }
+
+func TestDescribe(t *testing.T) {
+	for _, tc := range []struct {
+		tr   bw.Transition
+		want string
+	}{
+		{bw.Transition{From: bw.StateClosed, To: bw.StateOpen, Reason: bw.ReasonFailures, Failures: 11, Category: bw.ServerError, OpenFor: 5500 * time.Millisecond, Opens: 1},
+			"breaker opened: 11 failures reached its threshold (last: server_error); rejects calls for 5.5s"},
+		{bw.Transition{From: bw.StateHalfOpen, To: bw.StateOpen, Reason: bw.ReasonProbeFailed, Category: bw.Timeout, OpenFor: 10 * time.Second, Opens: 2},
+			"breaker reopened: a probe failed (timeout); rejects calls for 10s (opening 2 in a row: each doubles the wait)"},
+		{bw.Transition{From: bw.StateClosed, To: bw.StateOpen, Reason: bw.ReasonTrip, OpenFor: 250 * time.Millisecond},
+			"breaker tripped by hand; rejects calls for 250ms"},
+		{bw.Transition{From: bw.StateOpen, To: bw.StateHalfOpen, Reason: bw.ReasonOpenElapsed},
+			"breaker half-open: its open time elapsed; lets a few probes through, rejects the rest"},
+		{bw.Transition{From: bw.StateHalfOpen, To: bw.StateClosed, Reason: bw.ReasonProbesSucceeded},
+			"breaker closed: its probes succeeded; admits every call again"},
+		{bw.Transition{From: bw.StateOpen, To: bw.StateClosed, Reason: bw.ReasonReset},
+			"breaker reset by hand; admits every call again"},
+	} {
+		if got := timeline.Describe(tc.tr); got != tc.want {
+			t.Errorf("Describe(%v → %v, %s)\n got %q\nwant %q", tc.tr.From, tc.tr.To, tc.tr.Reason, got, tc.want)
+		}
+	}
+}
