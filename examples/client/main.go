@@ -1,9 +1,13 @@
 // Command client is breakwater's outbound demo: it starts a flaky upstream
 // on loopback that goes through five phases (healthy, a 5xx storm, 429s with
-// Retry-After, hangs, recovery), drives concurrent traffic through a default
-// breakwater.Transport, and prints what happened each second and in total.
+// Retry-After, hangs, recovery), drives concurrent traffic through a
+// breakwater.Transport, and explains what happened: the configuration
+// first, then a line per interval whose counts add up, a line for every
+// breaker transition with its reason, a summary, the insights, and an SVG
+// timeline of the whole run. While it runs, a status page and Prometheus
+// metrics are served on a loopback admin port.
 //
-//	go run ./examples/client [-phase 3s] [-workers 8]
+//	go run ./examples/client [-phase 3s] [-workers 8] [-svg timeline.svg]
 package main
 
 import (
@@ -13,17 +17,17 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sync"
-	"sync/atomic"
-	"text/tabwriter"
 	"time"
 
 	"github.com/breakwater-go/breakwater"
 	"github.com/breakwater-go/breakwater/breakwatertest"
 	"github.com/breakwater-go/breakwater/prom"
+	"github.com/breakwater-go/breakwater/status"
+	"github.com/breakwater-go/breakwater/timeline"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -40,126 +44,208 @@ func main() {
 
 // phase is one stretch of the upstream's behaviour.
 type phase struct {
-	name string
-	step breakwatertest.Step
+	name    string
+	healthy bool
+	step    breakwatertest.Step
 }
 
 var phases = []phase{
-	{"healthy", breakwatertest.Step{Body: []byte("ok\n")}},
-	{"5xx storm", breakwatertest.Step{Status: http.StatusBadGateway}},
-	{"429 + Retry-After: 1", breakwatertest.Step{Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"1"}}}},
-	{"hangs", breakwatertest.Step{Hang: true}},
-	{"recovered", breakwatertest.Step{Body: []byte("ok\n")}},
+	{"healthy", true, breakwatertest.Step{Body: []byte("ok\n")}},
+	{"5xx storm", false, breakwatertest.Step{Status: http.StatusBadGateway}},
+	{"429 + Retry-After: 1", false, breakwatertest.Step{Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"1"}}}},
+	{"hangs", false, breakwatertest.Step{Hang: true}},
+	{"recovered", true, breakwatertest.Step{Body: []byte("ok\n")}},
 }
 
-// counts are what the demo tallies, per second and in total.
-type counts struct {
-	sent, ok, failed, rejected, retried, upstream atomic.Int64
-}
-
-func (c *counts) snapshot() [6]int64 {
-	return [6]int64{c.sent.Load(), c.ok.Load(), c.failed.Load(), c.rejected.Load(), c.retried.Load(), c.upstream.Load()}
-}
+const legend = `What the columns count, per interval (a call is counted when it starts,
+and again when it ends, in the interval where that happens):
+  started   calls the workers began
+  ended     calls that returned: ok + failed + open + busy + paused + other
+  ok        the upstream's answer, a success
+  failed    the upstream's failure, returned after the retries the plan allows
+  open      rejected at once, the upstream not called: the breaker was open
+  busy      rejected at once: the breaker was half-open, its probe slots taken
+  paused    rejected: the upstream asked to pause (429) longer than the call could wait
+  other     rejected by another limit, or abandoned when the demo stops
+  retries   attempts repeated after a failure or a 429
+  budget    retries the retry budget refused (that call returned its failure)
+  upstream  requests the upstream saw: first attempts and retries
+  breaker   its state when the interval ended; a line marks every change`
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("client", flag.ContinueOnError)
 	phaseLen := fs.Duration("phase", 3*time.Second, "how long each upstream phase lasts")
 	workers := fs.Int("workers", 8, "concurrent callers")
+	svgPath := fs.String("svg", filepath.Join(os.TempDir(), "breakwater-client-timeline.svg"), "where to write the timeline")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *phaseLen <= 0 || *workers <= 0 {
 		return fmt.Errorf("-phase and -workers must be positive")
 	}
+	interval := max(100*time.Millisecond, *phaseLen/3)
 
-	var current atomic.Int32
-	var total counts
+	var (
+		mu      sync.Mutex // serializes the output
+		current int
+	)
+	printf := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(out, format, args...)
+	}
+	rec := timeline.New(interval)
 	upstream := breakwatertest.NewUpstreamFunc(nil, func(int, *http.Request) breakwatertest.Step {
-		total.upstream.Add(1)
-		return phases[current.Load()].step
+		mu.Lock()
+		defer mu.Unlock()
+		return phases[current].step
 	})
 	defer upstream.Close()
 
-	tally := breakwater.ObserverFunc(func(_ context.Context, e breakwater.Event) {
-		if e.Kind == breakwater.EventRetry {
-			total.retried.Add(1)
-		}
-	})
-	// Prometheus metrics, served on a loopback port while the demo runs.
 	reg := prometheus.NewRegistry()
 	metrics, err := prom.New(reg)
 	if err != nil {
 		return err
 	}
-	metricsLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	metricsSrv := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: time.Second}
-	go metricsSrv.Serve(metricsLn)
-	defer metricsSrv.Close()
+	insights := breakwater.NewInsights()
 	// The defaults, with timeouts and open durations scaled to a demo whose
 	// phases last seconds rather than minutes.
 	tr, err := breakwater.NewTransport(
 		breakwater.WithCallTimeout(*phaseLen),
 		breakwater.WithAttemptTimeout(*phaseLen/4),
-		breakwater.WithBreaker(breakwater.WithOpenTimeout(*phaseLen/3, *phaseLen)),
-		breakwater.WithObserver(tally),
+		breakwater.WithBreaker(
+			breakwater.WithOpenTimeout(*phaseLen/3, *phaseLen),
+			breakwater.OnTransition(func(t breakwater.Transition) {
+				printf("      ▸ %5s  %s\n", fmtSeconds(rec.Elapsed()), timeline.Describe(t))
+			}),
+		),
+		breakwater.WithObserver(rec),
 		breakwater.WithObserver(metrics),
+		breakwater.WithObserver(insights),
 	)
 	if err != nil {
 		return err
 	}
 	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr}
-	key := breakwater.HostKey(&http.Request{URL: mustURL(upstream.URL)})
 
-	fmt.Fprintf(out, "upstream %s, %d workers, %d phases of %s; metrics on http://%s/metrics\n\n", upstream.URL, *workers, len(phases), *phaseLen, metricsLn.Addr())
-	const row = "%4s  %-22s %6v %6v %7v %9v %8v %9v  %s\n"
-	fmt.Fprintf(out, row, "t", "phase", "sent", "ok", "failed", "rejected", "retried", "upstream", "breaker")
+	adminURL, stopAdmin, err := serveAdmin(reg, tr)
+	if err != nil {
+		return err
+	}
+	defer stopAdmin()
+
+	fmt.Fprintf(out, "upstream %s, %d workers, %d phases of %s\n", upstream.URL, *workers, len(phases), *phaseLen)
+	fmt.Fprintf(out, "status page %s/debug/breakwater/, metrics %s/metrics\n\n", adminURL, adminURL)
+	fmt.Fprintf(out, "The transport, as Explain describes it:\n\n%s\n%s\n\n", tr.Explain(), legend)
+	const row = "%6s  %-21s %7v %6v │ %5v %6v %5v %5v %6v %5v │ %7v %6v %8v  %s\n"
+	fmt.Fprintf(out, row, "t", "phase", "started", "ended", "ok", "failed", "open", "busy", "paused", "other", "retries", "budget", "upstream", "breaker")
 
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(len(phases))**phaseLen)
 	defer cancel()
+	client := &http.Client{Transport: tr}
 	var wg sync.WaitGroup
 	for range *workers {
-		wg.Go(func() { work(ctx, client, upstream.URL, &total) })
+		wg.Go(func() { work(ctx, client, upstream.URL) })
 	}
 
-	start := time.Now()
-	tick := time.NewTicker(time.Second)
+	rec.Phase(0, phases[0].name, phases[0].healthy)
+	printRow := func(tl timeline.Timeline, i int) {
+		iv := tl.Intervals[i]
+		name := phaseAt(tl, iv.Start+interval/2)
+		printf(row, fmtSeconds(iv.Start+interval), name, iv.Started, iv.Ended,
+			iv.Succeeded, iv.Failed, iv.Rejected[timeline.BreakerOpen], iv.Rejected[timeline.HalfOpenBusy], iv.Rejected[timeline.Paused],
+			iv.Rejected[timeline.RateLimited]+iv.Rejected[timeline.Concurrency]+iv.Rejected[timeline.Other]+iv.Canceled,
+			iv.Retries, iv.BudgetRefused, iv.Attempts, stateAt(tl, iv.Start+interval))
+	}
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	prev := total.snapshot()
+	printed := 0
 	for done := false; !done; {
 		select {
 		case <-ctx.Done():
 			done = true
 		case <-tick.C:
 		}
-		elapsed := time.Since(start)
-		cur := total.snapshot()
-		if done && cur == prev {
-			break
+		elapsed := rec.Elapsed()
+		if p := min(int(elapsed / *phaseLen), len(phases)-1); p != current && !done {
+			mu.Lock()
+			current = p
+			mu.Unlock()
+			rec.Phase(elapsed, phases[p].name, phases[p].healthy)
 		}
-		fmt.Fprintf(out, row, elapsed.Round(time.Second), phases[current.Load()].name,
-			cur[0]-prev[0], cur[1]-prev[1], cur[2]-prev[2], cur[3]-prev[3], cur[4]-prev[4], cur[5]-prev[5], tr.Breakers().State(key))
-		prev = cur
-		current.Store(int32(min(int(elapsed / *phaseLen), len(phases)-1)))
+		tl := rec.Timeline()
+		for ; printed < len(tl.Intervals) && tl.Intervals[printed].Start+interval <= elapsed; printed++ {
+			printRow(tl, printed)
+		}
 	}
 	wg.Wait()
-
-	c := total.snapshot()
-	fmt.Fprintf(out, "\nsummary over %s\n", time.Since(start).Round(100*time.Millisecond))
-	sw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(sw, "calls sent\t%d\n", c[0])
-	fmt.Fprintf(sw, "succeeded\t%d\n", c[1])
-	fmt.Fprintf(sw, "failed (upstream error returned)\t%d\n", c[2])
-	fmt.Fprintf(sw, "rejected fast (breaker, pause)\t%d\n", c[3])
-	fmt.Fprintf(sw, "retries\t%d\n", c[4])
-	fmt.Fprintf(sw, "requests the upstream saw\t%d (%.2f per call)\n", c[5], float64(c[5])/float64(max(1, c[0])))
-	if err := sw.Flush(); err != nil {
+	tl := rec.Timeline()
+	for ; printed < len(tl.Intervals); printed++ {
+		printRow(tl, printed)
+	}
+	if err := summary(out, tl, insights); err != nil {
 		return err
 	}
-	return printTransitions(out, reg)
+	if err := printTransitions(out, reg); err != nil {
+		return err
+	}
+	return writeSVG(out, *svgPath, tl)
+}
+
+// serveAdmin serves the status page and the metrics on a loopback port
+// until stop is called.
+func serveAdmin(reg *prometheus.Registry, tr *breakwater.Transport) (url string, stop func(), err error) {
+	page, err := status.New(status.Source("upstream", tr), status.WithTitle("breakwater client demo"))
+	if err != nil {
+		return "", nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/debug/breakwater/", http.StripPrefix("/debug/breakwater", page))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: time.Second}
+	go srv.Serve(ln)
+	return "http://" + ln.Addr().String(), func() { srv.Close() }, nil
+}
+
+// summary prints the totals, shows that they add up, and the insights.
+func summary(out io.Writer, tl timeline.Timeline, insights *breakwater.Insights) error {
+	var total timeline.Interval
+	total.Rejected = map[string]int{}
+	for _, iv := range tl.Intervals {
+		total.Started += iv.Started
+		total.Ended += iv.Ended
+		total.Succeeded += iv.Succeeded
+		total.Failed += iv.Failed
+		total.Canceled += iv.Canceled
+		total.Retries += iv.Retries
+		total.BudgetRefused += iv.BudgetRefused
+		total.Attempts += iv.Attempts
+		for k, v := range iv.Rejected {
+			total.Rejected[k] += v
+		}
+	}
+	fmt.Fprintf(out, "\nsummary over %s\n", fmtSeconds(tl.End))
+	fmt.Fprintf(out, "  calls started %d, ended %d\n", total.Started, total.Ended)
+	fmt.Fprintf(out, "  ended %d = ok %d + failed %d + rejected %d + abandoned when the demo stopped %d\n",
+		total.Ended, total.Succeeded, total.Failed, total.RejectedTotal(), total.Canceled)
+	fmt.Fprintf(out, "  rejected %d = breaker open %d + half-open busy %d + paused %d + other limits %d\n", total.RejectedTotal(),
+		total.Rejected[timeline.BreakerOpen], total.Rejected[timeline.HalfOpenBusy], total.Rejected[timeline.Paused],
+		total.Rejected[timeline.RateLimited]+total.Rejected[timeline.Concurrency]+total.Rejected[timeline.Other])
+	fmt.Fprintf(out, "  retries %d, refused by the retry budget %d\n", total.Retries, total.BudgetRefused)
+	fmt.Fprintf(out, "  requests the upstream saw %d (%.2f per call started)\n", total.Attempts, float64(total.Attempts)/float64(max(1, total.Started)))
+	fmt.Fprintln(out, "\ninsights (breakwater.Insights, also on the status page)")
+	found := insights.Findings()
+	if len(found) == 0 {
+		fmt.Fprintln(out, "  none")
+	}
+	for _, f := range found {
+		fmt.Fprintf(out, "  - %s\n", f.Message)
+	}
+	return nil
 }
 
 // printTransitions prints the breaker transitions the Prometheus collector
@@ -185,40 +271,59 @@ func printTransitions(out io.Writer, reg *prometheus.Registry) error {
 	return nil
 }
 
+func writeSVG(out io.Writer, path string, tl timeline.Timeline) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := timeline.WriteSVG(f, tl, "breakwater client demo: five phases of one upstream"); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\ntimeline of the run (open it in a browser): %s\n", path)
+	return nil
+}
+
+// phaseAt names the upstream phase at t.
+func phaseAt(tl timeline.Timeline, t time.Duration) string {
+	name := ""
+	for _, p := range tl.Phases {
+		if p.At <= t {
+			name = p.Name
+		}
+	}
+	return name
+}
+
+// stateAt is the breaker's state at t.
+func stateAt(tl timeline.Timeline, t time.Duration) breakwater.State {
+	s := breakwater.StateClosed
+	for _, sp := range tl.States {
+		if sp.From < t {
+			s = sp.State
+		}
+	}
+	return s
+}
+
+func fmtSeconds(d time.Duration) string {
+	return fmt.Sprintf("%.1fs", d.Seconds())
+}
+
 // work makes calls until ctx ends, pausing briefly between them.
-func work(ctx context.Context, client *http.Client, url string, c *counts) {
+func work(ctx context.Context, client *http.Client, url string) {
 	for ctx.Err() == nil {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		c.sent.Add(1)
-		resp, err := client.Do(req)
-		switch {
-		case err != nil && ctx.Err() != nil:
-			c.sent.Add(-1) // the demo is over; not a result
-			return
-		case err != nil && breakwater.Classify(nil, err).Category == breakwater.Rejected:
-			c.rejected.Add(1)
-		case err != nil:
-			c.failed.Add(1)
-		default:
+		if resp, err := client.Do(req); err == nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode < 400 {
-				c.ok.Add(1)
-			} else {
-				c.failed.Add(1)
-			}
 		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-func mustURL(s string) *url.URL {
-	u, err := url.Parse(s)
-	if err != nil {
-		panic(err)
-	}
-	return u
 }
