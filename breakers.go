@@ -12,9 +12,10 @@ import (
 // concurrent use. Reads never create a breaker: a key never used reads as
 // closed.
 type Breakers struct {
-	cfg   breakerConfig
-	start time.Time
-	m     *keyedMap[*Breaker]
+	cfg     breakerConfig
+	start   time.Time
+	virtual *int64 // nanoseconds since start, when a simulation runs the clock; nil: the real clock
+	m       *keyedMap[*Breaker]
 
 	listeners atomic.Pointer[[]func(Transition)]
 	evMu      sync.Mutex
@@ -59,7 +60,12 @@ func NewBreakers(opts ...BreakerOption) (*Breakers, error) {
 }
 
 // now is monotonic nanoseconds since the registry was made.
-func (bs *Breakers) now() int64 { return int64(time.Since(bs.start)) }
+func (bs *Breakers) now() int64 {
+	if bs.virtual != nil {
+		return *bs.virtual
+	}
+	return int64(time.Since(bs.start))
+}
 
 func (bs *Breakers) wall(n int64) time.Time { return bs.start.Add(time.Duration(n)) }
 

@@ -80,8 +80,9 @@ type PauseGates struct {
 	// latest bounds (registry nanoseconds) when any gate may still hold,
 	// probe, release or count anything, or is 0 once that has passed:
 	// while it is 0, no key is held.
-	latest atomic.Int64
-	m      *keyedMap[*pauseGate]
+	latest  atomic.Int64
+	m       *keyedMap[*pauseGate]
+	virtual *int64 // nanoseconds since start, when a simulation runs the clock; nil: the real clock
 }
 
 type pauseGate struct {
@@ -133,7 +134,12 @@ func newPauseGates(defaults, opts []PauseOption) (*PauseGates, error) {
 	return g, nil
 }
 
-func (g *PauseGates) now() int64 { return int64(time.Since(g.start)) }
+func (g *PauseGates) now() int64 {
+	if g.virtual != nil {
+		return *g.virtual
+	}
+	return int64(time.Since(g.start))
+}
 
 func (g *PauseGates) wall(n int64) time.Time { return g.start.Add(time.Duration(n)) }
 
