@@ -93,6 +93,11 @@ func (t *Transport) Explain() string {
 		case policyFailureRate:
 			line(2, "opens after", "%.0f%% failures over %s, at least %d calls", p.ratio*100, formatDuration(p.within), p.minCalls)
 		}
+		if r := t.Simulate(Scenario{}); r.OpensAfter > 0 {
+			line(2, "full outage", "opens on call %d of a single caller, %s in (simulated)", r.OpensAfter, formatDuration(r.OpenedAt))
+		} else {
+			line(2, "full outage", "stays closed through %d calls of a single caller (simulated)", r.Calls)
+		}
 		line(2, "charged", "%s", charge)
 		line(2, "open for", "%s, doubling on each reopen up to %s, +%.0f%% jitter", formatDuration(bc.openTimeout), formatDuration(bc.maxOpenTimeout), bc.jitter*100)
 		line(2, "half-open", "%d probe(s) at a time, %d success(es) to close", bc.maxProbes, bc.successes)

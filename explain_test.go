@@ -26,7 +26,7 @@ func TestSimulate(t *testing.T) {
 		{"default, total outage", nil, bw.Scenario{}, 11, 11, 33},
 		{"default, retried flap", nil, bw.Scenario{FailureRate: 0.3, Seed: 1, MaxCalls: 1000}, 0, 1000, -1},
 		{"default, 60 % of calls failing", []bw.Option{bw.WithMaxAttempts(1)}, bw.Scenario{FailureRate: 0.6, Seed: 1, MaxCalls: 1000}, -1, -1, -1},
-		{"slow but fine", nil, bw.Scenario{AttemptTime: 5 * time.Second, FailFor: time.Nanosecond, MaxCalls: 20}, 0, 20, 20},
+		{"slow but fine", nil, bw.Scenario{AttemptTime: 5 * time.Second, HealthyFor: time.Hour, MaxCalls: 20}, 0, 20, 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr, err := bw.NewTransport(append(tc.opts, bw.WithoutRetryBudget())...)
@@ -72,6 +72,7 @@ func ExampleTransport_Explain() {
 	//     attempt timeout  10s
 	//   circuit breaker
 	//     opens after      11 failures within 10s (5 for a timeout), if at least 50% of the calls since the first of them failed
+	//     full outage      opens on call 11 of a single caller, 3.3s in (simulated)
 	//     charged          once per call that gives up, as its attempts showed
 	//     open for         5s, doubling on each reopen up to 60s, +10% jitter
 	//     half-open        1 probe(s) at a time, 2 success(es) to close

@@ -1,0 +1,188 @@
+package breakwater_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	bw "github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/breakwatertest"
+)
+
+// simFailure is a way for an upstream to fail, both as a scripted step
+// for a real transport and as a Scenario for Simulate.
+type simFailure struct {
+	name     string
+	step     breakwatertest.Step
+	category bw.Category
+}
+
+var simFailures = []simFailure{
+	{"502", breakwatertest.Step{Status: http.StatusBadGateway}, bw.ServerError},
+	{"hang", breakwatertest.Step{Hang: true}, bw.Timeout},
+	{"429", breakwatertest.Step{Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"1"}}}, bw.Throttled},
+}
+
+// Simulate runs the transport's own breaker and charging: for every policy
+// and option mix, the call that opens the breaker in a simulated outage
+// is the call that opens it on a real transport over a failing upstream,
+// after as many requests, and Explain says so.
+func TestSimulateMatchesTransport(t *testing.T) {
+	policies := []struct {
+		name string
+		opts []bw.BreakerOption
+	}{
+		{"default policy", nil},
+		{"window 3", []bw.BreakerOption{bw.WithPolicy(bw.Window(3, 0))}},
+		{"window 0", []bw.BreakerOption{bw.WithPolicy(bw.Window(0, 0))}},
+		{"window 4 within 3s", []bw.BreakerOption{bw.WithPolicy(bw.Window(4, 3*time.Second))}},
+		{"consecutive 5", []bw.BreakerOption{bw.WithPolicy(bw.Consecutive(5))}},
+		{"consecutive 5, server errors 2", []bw.BreakerOption{bw.WithPolicy(bw.Consecutive(5).WithCategoryThreshold(bw.ServerError, 2))}},
+		{"consecutive 5, timeouts 2", []bw.BreakerOption{bw.WithPolicy(bw.Consecutive(5).WithCategoryThreshold(bw.Timeout, 2))}},
+		{"failure rate 0.5 over 4", []bw.BreakerOption{bw.WithPolicy(bw.FailureRate(0.5, 4, 10*time.Second))}},
+		{"consecutive 3, throttled counted", []bw.BreakerOption{bw.WithPolicy(bw.Consecutive(3)), bw.WithCountThrottled(true)}},
+		{"shadow mode", []bw.BreakerOption{bw.WithPolicy(bw.Consecutive(2)), bw.WithBreakerMode(bw.ModeShadow)}},
+	}
+	mixes := []struct {
+		name string
+		opts []bw.Option
+	}{
+		{"1 attempt", []bw.Option{bw.WithMaxAttempts(1)}},
+		{"3 attempts", []bw.Option{bw.WithMaxAttempts(3)}},
+		{"3 attempts, no budget", []bw.Option{bw.WithMaxAttempts(3), bw.WithoutRetryBudget()}},
+		{"4 attempts per attempt", []bw.Option{bw.WithMaxAttempts(4), bw.WithMeltPerAttempt()}},
+		{"3 attempts, short call timeout", []bw.Option{bw.WithMaxAttempts(3), bw.WithCallTimeout(450 * time.Millisecond)}},
+		{"3 attempts, no pause gate", []bw.Option{bw.WithMaxAttempts(3), bw.WithoutPauseGate()}},
+	}
+	compared := 0
+	for _, p := range policies {
+		for _, m := range mixes {
+			for _, f := range simFailures {
+				name := fmt.Sprintf("%s/%s/%s", p.name, m.name, f.name)
+				opts := append([]bw.Option{
+					bw.WithBackoff(bw.Constant(100 * time.Millisecond)),
+					bw.WithAttemptTimeout(200 * time.Millisecond),
+					// Simulate's open durations have no jitter: without it,
+					// which of a Retry-After wait and an open duration of the
+					// same length ends first is decided, not drawn.
+					bw.WithBreaker(append([]bw.BreakerOption{bw.WithOpenTimeout(time.Minute, time.Minute), bw.WithOpenJitter(0)}, p.opts...)...),
+				}, m.opts...)
+				compared++
+				t.Run(name, func(t *testing.T) {
+					synctest.Test(t, func(t *testing.T) {
+						compareWithTransport(t, opts, f)
+					})
+				})
+			}
+		}
+	}
+	t.Logf("%d configurations compared", compared)
+}
+
+// compareWithTransport runs up to 40 calls, one after another, through a
+// real transport over an upstream that fails as f says, and checks that
+// Simulate finds the same opening call after the same number of requests.
+func compareWithTransport(t *testing.T, opts []bw.Option, f simFailure) {
+	const maxCalls = 40
+	sim, err := bw.NewTransport(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sim.Simulate(bw.Scenario{Failure: f.category, MaxCalls: maxCalls})
+
+	u := breakwatertest.NewPipeUpstream(t, f.step)
+	tr := newTransport(t, u.Transport(), opts...)
+	opened := 0
+	for n := 1; n <= maxCalls && opened == 0; n++ {
+		get(tr)
+		if tr.Breakers().State(upstreamKey) == bw.StateOpen {
+			opened = n
+		}
+	}
+	if opened != want.OpensAfter || u.Count() != want.Attempts {
+		t.Fatalf("the transport opened on call %d after %d requests; Simulate says call %d after %d", opened, u.Count(), want.OpensAfter, want.Attempts)
+	}
+	explained := sim.Explain()
+	if opened != 0 && f.category == bw.ServerError && !strings.Contains(explained, fmt.Sprintf("opens on call %d ", opened)) {
+		t.Fatalf("Explain does not say the breaker opens on call %d:\n%s", opened, explained)
+	}
+}
+
+// The drift that made Simulate re-implement the breaker wrong: a
+// Consecutive(5) policy with a server-error threshold of 2 opens on the
+// second failing call, and both Simulate and Explain say so.
+func TestSimulateCategoryThreshold(t *testing.T) {
+	tr, err := bw.NewTransport(bw.WithBreaker(bw.WithPolicy(bw.Consecutive(5).WithCategoryThreshold(bw.ServerError, 2))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := tr.Simulate(bw.Scenario{}); r.OpensAfter != 2 {
+		t.Fatalf("Simulate: opens on call %d, want 2", r.OpensAfter)
+	}
+	if e := tr.Explain(); !strings.Contains(e, "opens on call 2 ") || !strings.Contains(e, "2 for a server_error") {
+		t.Fatalf("Explain:\n%s", e)
+	}
+}
+
+// A timeline run: several callers for a fixed time, through an outage and
+// a recovery, observed event by event.
+func TestSimulateTimeline(t *testing.T) {
+	tr, err := bw.NewTransport(bw.WithBreaker(bw.WithPolicy(bw.Consecutive(5)), bw.WithOpenTimeout(2*time.Second, 8*time.Second)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		starts, ends, attempts, transitions int
+		lastAt                              time.Duration
+		states                              []string
+	)
+	r := tr.Simulate(bw.Scenario{
+		Callers: 4, Think: 100 * time.Millisecond, AttemptTime: 20 * time.Millisecond,
+		HealthyFor: 5 * time.Second, FailFor: 10 * time.Second, Duration: 30 * time.Second,
+		Observe: func(at time.Duration, e bw.Event) {
+			if at < lastAt {
+				t.Fatalf("event at %s after one at %s", at, lastAt)
+			}
+			lastAt = at
+			switch e.Kind {
+			case bw.EventCallStart:
+				starts++
+			case bw.EventCallEnd:
+				ends++
+			case bw.EventAttempt:
+				attempts++
+			case bw.EventTransition:
+				transitions++
+				states = append(states, fmt.Sprintf("%s@%s", e.Transition.To, at.Round(100*time.Millisecond)))
+			}
+		},
+	})
+	if r.Elapsed != 30*time.Second || r.Calls != starts || r.Attempts-attempts > r.Unfinished || ends != r.Succeeded+r.Failed+r.Rejected || starts-ends != r.Unfinished {
+		t.Fatalf("result %+v; events: %d starts, %d ends, %d attempts", r, starts, ends, attempts)
+	}
+	if r.OpenedAt < 5*time.Second || r.OpenedAt > 6*time.Second {
+		t.Errorf("opened at %s, want soon after the outage began at 5s", r.OpenedAt)
+	}
+	if len(states) < 4 || !strings.HasPrefix(states[len(states)-1], "closed@") {
+		t.Errorf("transitions %v: want an opening, probes, and a close after the recovery at 15s", states)
+	}
+	if r.Rejected == 0 || r.Succeeded == 0 {
+		t.Errorf("result %+v: want rejections while open and successes around the outage", r)
+	}
+}
+
+// A hang that nothing bounds never ends: Simulate says so instead of
+// looping.
+func TestSimulateUnboundedHang(t *testing.T) {
+	tr, err := bw.NewTransport(bw.WithCallTimeout(0), bw.WithAttemptTimeout(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := tr.Simulate(bw.Scenario{Failure: bw.Timeout})
+	if r.Calls != 1 || r.Unfinished != 1 || r.OpensAfter != 0 {
+		t.Fatalf("%+v: want one call that never ends", r)
+	}
+}
