@@ -98,7 +98,9 @@ func (d *drawing) draw(title string) {
 		svgWidth, svgHeight, svgWidth, svgHeight)
 	d.printf(`<title id="title">%s</title>`+"\n", esc(title))
 	d.printf(`<rect width="100%%" height="100%%" fill="#ffffff"/>` + "\n")
-	d.printf(`<text x="%d" y="26" font-size="16" font-weight="600">%s</text>`+"\n", left, esc(title))
+	// Shrink a long title to fit: a glyph is about 0.56 of the font size wide.
+	size := min(16, float64(plotW)/(0.56*float64(max(1, len([]rune(title))))))
+	d.printf(`<text x="%d" y="26" font-size="%.1f" font-weight="600">%s</text>`+"\n", left, size, esc(title))
 	d.healthBand(bandsTop)
 	d.stateBand(bandsTop + bandH + bandGap)
 	d.pauseBand(bandsTop + 2*(bandH+bandGap))
