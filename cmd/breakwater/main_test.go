@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/breakwater-go/breakwater"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func runCmd(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	err := run(context.Background(), args, &out)
+	return out.String(), err
+}
+
+func exitCode(err error) int {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	if err != nil {
+		return 1
+	}
+	return 0
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A file and flags make one configuration, flags winning; explain prints
+// what the library's Explain says about it.
+func TestExplainFileAndFlags(t *testing.T) {
+	file := writeFile(t, "bw.json", `{"retry": {"max_attempts": 4}, "breaker": {"policy": "consecutive", "threshold": 5}}`)
+	out, err := runCmd(t, "explain", "-config", file, "-max-attempts", "2", "-category-threshold", "server_error=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c breakwater.Config
+	c.Retry.MaxAttempts = 2
+	c.Breaker.Policy, c.Breaker.Threshold = "consecutive", 5
+	c.Breaker.CategoryThresholds = map[string]int{"server_error": 2}
+	tr, err := breakwater.NewTransport(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != tr.Explain() {
+		t.Fatalf("explain printed\n%s\nthe library says\n%s", out, tr.Explain())
+	}
+	if !strings.Contains(out, "opens on call 2 ") {
+		t.Fatalf("explain does not say the breaker opens on call 2:\n%s", out)
+	}
+}
+
+// config prints the schema the library loads.
+func TestConfigRoundTrips(t *testing.T) {
+	out, err := runCmd(t, "config", "-call-timeout", "2s", "-attempt-timeout", "off", "-policy", "window", "-tolerate", "0", "-open-jitter", "0", "-no-retry-budget")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := breakwater.ParseConfig([]byte(out))
+	if err != nil {
+		t.Fatalf("%v in\n%s", err, out)
+	}
+	if c.CallTimeout != breakwater.Duration(2e9) || c.AttemptTimeout >= 0 || c.Breaker.Policy != "window" || c.Breaker.Jitter == nil || !c.Retry.Budget.Off {
+		t.Fatalf("config %+v from\n%s", c, out)
+	}
+	again, err := runCmd(t, "config", "-config", writeFile(t, "c.json", out))
+	if err != nil || again != out {
+		t.Fatalf("config of its own output: %v\n%s\nwant\n%s", err, again, out)
+	}
+}
+
+// simulate -svg draws a well-formed timeline with every series.
+func TestSimulateSVG(t *testing.T) {
+	svg := filepath.Join(t.TempDir(), "outage.svg")
+	out, err := runCmd(t, "simulate", "-callers", "4", "-think", "100ms", "-attempt-time", "20ms",
+		"-healthy-for", "5s", "-fail-for", "20s", "-duration", "40s", "-open-timeout", "2s", "-svg", svg)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"scenario: 4 callers (100ms apart), upstream healthy for 5s, then 502s for 20s, then healthy",
+		"the breaker opens on call", "breaker opened:", "breaker closed:", "timeline: " + svg} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	b, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	states := map[string]bool{}
+	dec := xml.NewDecoder(bytes.NewReader(b))
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed: %v", err)
+		}
+		if el, ok := tok.(xml.StartElement); ok {
+			var id, values string
+			for _, a := range el.Attr {
+				switch a.Name.Local {
+				case "id":
+					id = a.Value
+				case "data-values":
+					values = a.Value
+				case "data-state":
+					states[a.Value] = true
+				}
+			}
+			if id != "" {
+				ids[id] = values
+			}
+		}
+	}
+	for _, id := range []string{"band-upstream", "band-breaker", "band-paused", "sent", "retried", "calls-succeeded", "calls-failed", "calls-breaker_open"} {
+		if _, ok := ids[id]; !ok {
+			t.Errorf("no %q series", id)
+		}
+	}
+	if strings.Trim(ids["calls-breaker_open"], "0,") == "" || strings.Trim(ids["calls-succeeded"], "0,") == "" {
+		t.Errorf("series: rejected %q, succeeded %q", ids["calls-breaker_open"], ids["calls-succeeded"])
+	}
+	if !states["open"] || !states["closed"] {
+		t.Errorf("breaker band states %v", states)
+	}
+}
+
+// check exits 1 when an assertion fails, 2 on a bad one, 0 when all hold.
+func TestCheck(t *testing.T) {
+	out, err := runCmd(t, "check", "-policy", "window", "-tolerate", "14", "-assert", "opens<=15", "-assert", "worst-call <= 5s", "-assert", "rejected==0")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(out, "ok   opens<=15 (opens is 15)") {
+		t.Errorf("output:\n%s", out)
+	}
+	out, err = runCmd(t, "check", "-policy", "window", "-tolerate", "20", "-assert", "opens<=15", "-assert", "attempts<=100")
+	if exitCode(err) != 1 || !strings.Contains(out, "FAIL opens<=15 (opens is 21)") || !strings.Contains(err.Error(), "1 of 2 checks failed") {
+		t.Fatalf("exit %d (%v)\n%s", exitCode(err), err, out)
+	}
+	out, err = runCmd(t, "check", "-outage", "timeout", "-call-timeout", "off", "-attempt-timeout", "off", "-assert", "opens==never", "-assert", "unfinished==1")
+	if err != nil {
+		t.Fatalf("an unbounded hang: %v\n%s", err, out)
+	}
+	for _, bad := range [][]string{
+		{"check"},
+		{"check", "-assert", "opens~3"},
+		{"check", "-assert", "speed<=3"},
+		{"check", "-assert", "worst-call<=3"},
+		{"simulate", "-outage", "meteor"},
+		{"explain", "extra"},
+		{"explain", "-max-attempts", "three"},
+		{},
+		{"frobnicate"},
+	} {
+		if _, err := runCmd(t, bad...); exitCode(err) != 2 {
+			t.Errorf("%q: exit %d (%v), want 2", bad, exitCode(err), err)
+		}
+	}
+}
+
+func TestBadConfigFile(t *testing.T) {
+	file := writeFile(t, "bad.json", `{"retry": {"max_atempts": 4}}`)
+	if _, err := runCmd(t, "explain", "-config", file); err == nil || !strings.Contains(err.Error(), "bad.json") {
+		t.Fatalf("error %v, want one naming the file", err)
+	}
+	if _, err := runCmd(t, "explain", "-policy", "sometimes"); err == nil || !strings.Contains(err.Error(), "sometimes") {
+		t.Fatalf("error %v, want one naming the policy", err)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"help", "check"}, {"simulate", "-h"}} {
+		out, err := runCmd(t, args...)
+		if err != nil || out == "" {
+			t.Errorf("%q: %v, output %q", args, err, out)
+		}
+	}
+}

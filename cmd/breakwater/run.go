@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/timeline"
+)
+
+// exitError ends the command with an exit status: 1 for failed checks, 2
+// for a usage error.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+func usageError(format string, args ...any) error {
+	return &exitError{code: 2, msg: fmt.Sprintf(format, args...)}
+}
+
+const usage = `usage:
+  breakwater explain  [config flags]
+  breakwater simulate [config flags] [scenario flags] [-svg FILE]
+  breakwater check    [config flags] [scenario flags] -assert EXPR [-assert EXPR...]
+  breakwater config   [config flags]     print the configuration as JSON
+  breakwater help     [command]
+
+A configuration comes from -config FILE (JSON, the schema of breakwater.Config)
+and from the config flags, which override the file.
+
+check runs the simulation and exits with status 1 when an assertion fails. An
+assertion is NAME OP VALUE with OP one of <= < >= > == !=:
+  opens        the call that opened the breaker ("never": it did not)
+  opened-at    when it opened, in virtual time ("never")
+  worst-call   the longest call
+  attempts     requests the upstream saw
+  calls, succeeded, failed, rejected, unfinished   calls by outcome
+  elapsed      the virtual time simulated
+For example: -assert 'opens<=15' -assert 'worst-call<=5s' -assert 'attempts<=60'.
+`
+
+// run is the whole command: args without the program name.
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stdout, usage)
+		return usageError("no command")
+	}
+	cmd, args := args[0], args[1:]
+	switch cmd {
+	case "explain", "simulate", "check", "config":
+	case "help", "-h", "-help", "--help":
+		if len(args) > 0 {
+			return command(ctx, args[0], []string{"-h"}, stdout)
+		}
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stdout, usage)
+		return usageError("unknown command %q", cmd)
+	}
+	return command(ctx, cmd, args, stdout)
+}
+
+func command(_ context.Context, cmd string, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("breakwater "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	cf := addConfigFlags(fs)
+	var sf *scenarioFlags
+	if cmd == "simulate" || cmd == "check" {
+		sf = addScenarioFlags(fs)
+	}
+	var svg, title string
+	if cmd == "simulate" || cmd == "check" {
+		fs.StringVar(&svg, "svg", "", "draw the simulation as an SVG timeline into `FILE`")
+		fs.StringVar(&title, "title", "", "the timeline's title (default: the scenario)")
+	}
+	var asserts assertions
+	if cmd == "check" {
+		fs.Var(&asserts, "assert", "an assertion `EXPR`, such as 'opens<=15' (repeatable)")
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return nil
+		}
+		return usageError("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return usageError("unexpected argument %q", fs.Arg(0))
+	}
+	cfg, err := cf.config()
+	if err != nil {
+		return err
+	}
+	if cmd == "config" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(cfg)
+	}
+	tr, err := breakwater.NewTransport(cfg)
+	if err != nil {
+		return err
+	}
+	switch cmd {
+	case "explain":
+		_, err := io.WriteString(stdout, tr.Explain())
+		return err
+	case "check":
+		if len(asserts) == 0 {
+			return usageError("check needs at least one -assert")
+		}
+	}
+	scenario, err := sf.scenario(svg != "")
+	if err != nil {
+		return err
+	}
+	res, tl := simulate(tr, scenario, sf.interval)
+	report(stdout, sf, scenario, res, tl)
+	if svg != "" {
+		if title == "" {
+			title = sf.describe(scenario)
+		}
+		if err := writeSVG(svg, tl, title); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "timeline: %s\n", svg)
+	}
+	if cmd == "check" {
+		return asserts.check(stdout, res)
+	}
+	return nil
+}
+
+// simulate runs the scenario, recording its timeline.
+func simulate(tr *breakwater.Transport, s breakwater.Scenario, interval time.Duration) (breakwater.SimResult, timeline.Timeline) {
+	rec := timeline.New(interval)
+	if s.HealthyFor > 0 {
+		rec.Phase(0, "healthy", true)
+	}
+	rec.Phase(s.HealthyFor, "outage", false)
+	if s.FailFor > 0 {
+		rec.Phase(s.HealthyFor+s.FailFor, "recovered", true)
+	}
+	s.Observe = rec.Record
+	res := tr.Simulate(s)
+	return res, rec.Timeline()
+}
+
+func report(w io.Writer, sf *scenarioFlags, s breakwater.Scenario, r breakwater.SimResult, tl timeline.Timeline) {
+	fmt.Fprintf(w, "scenario: %s\n", sf.describe(s))
+	if r.OpensAfter > 0 {
+		fmt.Fprintf(w, "the breaker opens on call %d, %s in\n", r.OpensAfter, seconds(r.OpenedAt))
+	} else {
+		fmt.Fprintf(w, "the breaker never opens\n")
+	}
+	fmt.Fprintf(w, "calls %d: %d succeeded, %d failed, %d rejected, %d unfinished\n", r.Calls, r.Succeeded, r.Failed, r.Rejected, r.Unfinished)
+	fmt.Fprintf(w, "requests the upstream saw %d (%.2f per call)\n", r.Attempts, float64(r.Attempts)/float64(max(1, r.Calls)))
+	fmt.Fprintf(w, "worst call %s, %s simulated\n", seconds(r.WorstCall), seconds(r.Elapsed))
+	if len(tl.Transitions) > 0 {
+		fmt.Fprintln(w, "breaker transitions:")
+		for _, t := range tl.Transitions {
+			fmt.Fprintf(w, "  %8s  %s\n", seconds(t.At), timeline.Describe(t.Transition))
+		}
+	}
+}
+
+func writeSVG(path string, tl timeline.Timeline, title string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := timeline.WriteSVG(f, tl, title); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// seconds prints a duration as "850ms", "3.3s" or "2m5s".
+func seconds(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
