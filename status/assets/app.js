@@ -126,7 +126,7 @@
       el('td', {}, pill(b.state)),
       el('td', {}, ago(b.since, now)),
       el('td', { class: 'why' }, why(b)),
-      el('td', {}, threshold(b)),
+      el('td', {}, b.state === 'closed' ? threshold(b) : ''),
       el('td', {}, b.state === 'open' ? duration(b.remaining_seconds) : b.state === 'half_open' ? `${b.probes_in_flight} probing, ${b.probe_successes} ok` : ''),
       el('td', { class: 'num' }, b.opens || ''),
       s.controls && src.can_trip ? el('td', { class: 'ctls' },
