@@ -198,3 +198,28 @@ func TestHelp(t *testing.T) {
 		}
 	}
 }
+
+// The README's configuration file parses, and the README's check of it
+// passes.
+func TestREADMEExample(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(readme)
+	if i := strings.Index(section, "### The `breakwater` command"); i >= 0 {
+		section = section[i:]
+	} else {
+		t.Fatal("README has no section on the command")
+	}
+	start := strings.Index(section, "```json\n")
+	end := strings.Index(section[start+8:], "```")
+	if start < 0 || end < 0 {
+		t.Fatal("README's command section has no JSON block")
+	}
+	file := writeFile(t, "breakwater.json", section[start+8:start+8+end])
+	out, err := runCmd(t, "check", "-config", file, "-assert", "opens<=15", "-assert", "worst-call<=5s")
+	if err != nil {
+		t.Fatalf("the README's check fails: %v\n%s", err, out)
+	}
+}
