@@ -175,7 +175,46 @@ func TestStatusPageAndTimelineInChromium(t *testing.T) {
 	}
 	b.waitFor(t, `document.querySelector('#band-breaker [data-state="open"]') !== null`, time.Second)
 	b.screenshot(t, dir, "timeline.png")
+
+	// A simulated outage, drawn as `breakwater simulate -svg` draws it.
+	simulated := filepath.Join(dir, "simulated-outage.svg")
+	writeSimulatedOutage(t, simulated)
+	b.do(t, chromedp.Navigate("file://"+simulated))
+	if v := b.attr(t, "#calls-breaker_open", "data-values"); strings.Trim(v, "0,") == "" {
+		t.Errorf("the simulated timeline shows no rejection: %q", v)
+	}
+	b.waitFor(t, `document.querySelectorAll('#band-breaker [data-state="closed"]').length >= 2`, time.Second)
+	b.screenshot(t, dir, "simulated-outage.png")
 	if errs := b.consoleErrors(); len(errs) > 0 {
 		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
+	}
+}
+
+// writeSimulatedOutage simulates four callers through 20 s of 502s after
+// 10 s of health, on the default configuration, and draws it to path.
+func writeSimulatedOutage(t *testing.T, path string) {
+	t.Helper()
+	tr, err := bw.NewTransport()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := timeline.New(time.Second)
+	rec.Phase(0, "healthy", true)
+	rec.Phase(10*time.Second, "502 outage", false)
+	rec.Phase(30*time.Second, "recovered", true)
+	tr.Simulate(bw.Scenario{
+		Callers: 4, Think: 100 * time.Millisecond, AttemptTime: 20 * time.Millisecond,
+		HealthyFor: 10 * time.Second, FailFor: 20 * time.Second, Duration: time.Minute,
+		Observe: rec.Record,
+	})
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := timeline.WriteSVG(f, rec.Timeline(), "simulated: 4 callers, 20 s of 502s"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
