@@ -119,8 +119,14 @@
 // metrics and span events (a base transport reads which attempt it is
 // running with [AttemptFromContext]). [Transport.Snapshot] and
 // [SnapshotHandler] show the state of every breaker, bucket, pause and
-// bulkhead. [Transport.Explain] describes a configuration in words, and
-// [Transport.Simulate] runs it against an imagined outage in virtual time.
+// bulkhead, with the plain-words findings of an [Insights] observer; the
+// status subpackage serves them as a live page for operators.
+// [Transport.Explain] describes a configuration in words, and
+// [Transport.Simulate] runs it, with the transport's own breaker, against
+// an imagined outage in virtual time; the timeline subpackage draws either
+// real or simulated traffic as SVG. A [Config] holds a configuration as
+// JSON, the schema the breakwater command (cmd/breakwater) explains,
+// simulates and checks in CI.
 //
 // # Composing stages
 //
