@@ -8,6 +8,7 @@
   let timer = 0;
   let refresh = 1;
   let busy = false;
+  let again = false; // a poll was asked for while one was under way
 
   function el(tag, attrs, ...children) {
     const e = document.createElement(tag);
@@ -209,7 +210,10 @@
   }
 
   async function poll() {
-    if (busy) return;
+    if (busy) {
+      again = true;
+      return;
+    }
     busy = true;
     clearTimeout(timer);
     const params = new URLSearchParams();
@@ -226,7 +230,8 @@
       setConn(false, 'not updating: ' + e.message);
     } finally {
       busy = false;
-      timer = setTimeout(poll, refresh * 1000);
+      timer = setTimeout(poll, again ? 0 : refresh * 1000);
+      again = false;
     }
   }
 
