@@ -40,11 +40,12 @@ import (
 //	    "budget": {"ratio": 0.2, "floor": 3, "window": "10s", "off": false}
 //	  },
 //	  "breaker": {
-//	    "policy": "",                 // "" (the default policy), window, consecutive, failure_rate
-//	    "tolerate": 10, "within": "", // window: opens on the tolerate+1-th failure within
-//	    "threshold": 5,               // consecutive: opens on the n-th failure in a row,
-//	    "category_thresholds": {"timeout": 2}, // sooner for some categories
-//	    "ratio": 0.5, "min_calls": 20, // failure_rate, over within
+//	    "policy": "",                 // "": the default (a volume-aware window); window, consecutive, failure_rate
+//	    "tolerate": 10, "within": "", // window: opens on the tolerate+1-th failure within,
+//	    "ratio": 0.5,                 // once that share of the calls failed (0: any share)
+//	    "threshold": 5,               // consecutive: opens on the n-th failure in a row
+//	    "category_thresholds": {"timeout": 5}, // window, consecutive: sooner for some categories
+//	    "min_calls": 20,              // failure_rate: ratio of at least min_calls over within
 //	    "open_timeout": "5s", "max_open_timeout": "60s", "jitter": 0.1,
 //	    "half_open_probes": 1, "probe_successes": 2,
 //	    "mode": "enforce",            // or shadow, disabled
@@ -88,7 +89,9 @@ type Config struct {
 	Breaker struct {
 		// Policy names the counting policy: "" keeps the default, window,
 		// consecutive or failure_rate take the fields below as they are
-		// (Tolerate 0 opens a window policy on the first failure).
+		// (Tolerate 0 opens a window policy on the first failure). Ratio
+		// makes a window volume-aware ([Policy.WithRatio]) and is a
+		// failure rate's threshold.
 		Policy             string         `json:"policy,omitzero"`
 		Tolerate           int            `json:"tolerate,omitzero"`
 		Within             Duration       `json:"within,omitzero"`
@@ -241,23 +244,25 @@ func (c Config) breakerOptions(fail func(string, ...any)) []BreakerOption {
 		}
 	case "window":
 		p = Window(b.Tolerate, time.Duration(b.Within))
+		if b.Ratio != 0 {
+			p = p.WithRatio(b.Ratio)
+		}
 	case "consecutive":
 		p = Consecutive(b.Threshold)
-		for name, n := range b.CategoryThresholds {
-			cat, ok := categoryNamed(name)
-			if !ok {
-				fail("unknown category %q in category_thresholds", name)
-				continue
-			}
-			p = p.WithCategoryThreshold(cat, n)
-		}
 	case "failure_rate":
 		p = FailureRate(b.Ratio, b.MinCalls, time.Duration(b.Within))
 	default:
 		fail("unknown breaker policy %q (want window, consecutive or failure_rate)", b.Policy)
 	}
-	if b.Policy != "" && b.Policy != "consecutive" && len(b.CategoryThresholds) > 0 {
-		fail("category_thresholds apply only to the consecutive policy")
+	// Category thresholds go on any policy; the breakers' validation says
+	// which take them.
+	for name, n := range b.CategoryThresholds {
+		cat, ok := categoryNamed(name)
+		if !ok {
+			fail("unknown category %q in category_thresholds", name)
+			continue
+		}
+		p = p.WithCategoryThreshold(cat, n)
 	}
 	if b.Policy != "" {
 		opts = append(opts, WithPolicy(p))

@@ -33,6 +33,8 @@ func TestConfigMatchesOptions(t *testing.T) {
 			[]bw.Option{bw.WithBreaker(bw.WithPolicy(bw.Consecutive(5).WithCategoryThreshold(bw.ServerError, 2)))}},
 		{"window", `{"breaker":{"policy":"window","tolerate":0,"within":"20s","open_timeout":"1s","max_open_timeout":"4s","jitter":0,"half_open_probes":3}}`,
 			[]bw.Option{bw.WithBreaker(bw.WithPolicy(bw.Window(0, 20*time.Second)), bw.WithOpenTimeout(time.Second, 4*time.Second), bw.WithOpenJitter(jitter), bw.WithHalfOpen(3, bw.DefaultProbeSuccesses))}},
+		{"volume-aware window", `{"breaker":{"policy":"window","tolerate":10,"ratio":0.5,"category_thresholds":{"timeout":5}}}`,
+			[]bw.Option{bw.WithBreaker(bw.WithPolicy(bw.Window(10, 0).WithRatio(0.5).WithCategoryThreshold(bw.Timeout, 5)))}},
 		{"failure rate in shadow mode", `{"breaker":{"policy":"failure_rate","ratio":0.5,"min_calls":20,"within":"30s","mode":"shadow"}}`,
 			[]bw.Option{bw.WithBreaker(bw.WithPolicy(bw.FailureRate(0.5, 20, 30*time.Second)), bw.WithBreakerMode(bw.ModeShadow))}},
 		{"disabled breaker", `{"breaker":{"mode":"disabled"}}`,
@@ -88,11 +90,14 @@ func TestConfigErrorsAreJoined(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := bw.NewTransport(mustParse(t, `{"breaker":{"policy":"failure_rate","ratio":0.5,"min_calls":5,"within":"10s","category_thresholds":{"timeout":2}}}`)); err == nil {
+		t.Error("category thresholds on a failure rate accepted")
+	}
 	_, err = bw.NewTransport(cfg, bw.WithCallTimeout(-time.Second))
 	if err == nil {
 		t.Fatal("NewTransport accepted an invalid config")
 	}
-	for _, want := range []string{"fibonacci", "max attempts", "sometimes", "loud", "per_second", "timeouts must be"} {
+	for _, want := range []string{"fibonacci", "max attempts", "sometimes", "loud", "teapot", "per_second", "timeouts must be"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q:\n%v", want, err)
 		}
@@ -147,4 +152,13 @@ func ExampleParseConfig() {
 	}
 	fmt.Println(tr.Breakers().Policy())
 	// Output: consecutive(5)
+}
+
+func mustParse(t *testing.T, s string) bw.Config {
+	t.Helper()
+	c, err := bw.ParseConfig([]byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
