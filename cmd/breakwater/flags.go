@@ -100,7 +100,7 @@ func addConfigFlags(fs *flag.FlagSet) *configFlags {
 	num("tolerate", "window: failures absorbed", func(c *breakwater.Config) *int { return &c.Breaker.Tolerate })
 	dur("within", "window, failure_rate: the counting window", func(c *breakwater.Config) *breakwater.Duration { return &c.Breaker.Within })
 	num("threshold", "consecutive: failures in a row that open it", func(c *breakwater.Config) *int { return &c.Breaker.Threshold })
-	fs.Func("category-threshold", "consecutive: `CATEGORY=N`, a lower threshold for a category (repeatable)", func(v string) error {
+	fs.Func("category-threshold", "window, consecutive: `CATEGORY=N`, a lower threshold for a category (repeatable)", func(v string) error {
 		name, n, ok := strings.Cut(v, "=")
 		count, err := strconv.Atoi(n)
 		if !ok || err != nil {
@@ -115,7 +115,7 @@ func addConfigFlags(fs *flag.FlagSet) *configFlags {
 		})
 		return nil
 	})
-	real("ratio", "failure_rate: the failing share that opens it", func(c *breakwater.Config) *float64 { return &c.Breaker.Ratio })
+	real("ratio", "window: the share of calls that must have failed too; failure_rate: the share that opens it", func(c *breakwater.Config) *float64 { return &c.Breaker.Ratio })
 	num("min-calls", "failure_rate: calls needed before the ratio counts", func(c *breakwater.Config) *int { return &c.Breaker.MinCalls })
 	dur("open-timeout", "how long the breaker first stays open", func(c *breakwater.Config) *breakwater.Duration { return &c.Breaker.OpenTimeout })
 	dur("max-open-timeout", "the longest it stays open", func(c *breakwater.Config) *breakwater.Duration { return &c.Breaker.MaxOpenTimeout })
