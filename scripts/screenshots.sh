@@ -29,7 +29,7 @@ done
 sleep 3.8
 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
   --disable-background-networking --disable-component-update --disable-sync \
-  --user-data-dir="$tmp/profile" --hide-scrollbars --window-size=1280,760 \
+  --user-data-dir="$tmp/profile" --hide-scrollbars --window-size=1280,1000 \
   --virtual-time-budget=1500 --screenshot=docs/status-page.png "$url" 2>/dev/null
 wait "$demo"
 demo=
