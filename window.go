@@ -81,7 +81,7 @@ func (r *rateWindow) sum(now int64) (calls, fails int64) {
 	e := now/r.width + 1
 	for i := range r.buckets {
 		bk := &r.buckets[i]
-		if be := bk.epoch.Load(); be > e-rateBuckets && be <= e {
+		if be := bk.epoch.Load(); be != 0 && be > e-rateBuckets && be <= e {
 			calls += bk.calls.Load()
 			fails += bk.fails.Load()
 		}
