@@ -1,7 +1,8 @@
 // Package bench is breakwater's comparative benchmark suite: the same work
 // measured on breakwater and on the libraries users would pick instead, in
 // the same run, plus a resilience-quality harness (cmd/quality) that runs
-// each library against failing loopback upstreams.
+// each library against failing loopback upstreams and a tail-latency
+// harness (cmd/tail) that puts hedged requests side by side.
 //
 // It is a module of its own, so no peer library ever enters breakwater's
 // go.mod. Run everything and write RESULTS.md with

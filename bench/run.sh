@@ -12,9 +12,10 @@
 #   CPUS        -cpu list for the parallel runs (default 1,2); serial runs use -cpu 1
 #   BENCH       -bench regexp of the groups to run (default . for all)
 #   QUALITY     0 skips the resilience-quality harness (default 1)
+#   TAIL        0 skips the tail-latency harness (default 1)
 #   BENCHSTAT   benchstat to run with go run (default golang.org/x/perf/cmd/benchstat@latest)
 #
-# On a 2-core machine the defaults take about 6 minutes.
+# On a 2-core machine the defaults take about 7 minutes.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
@@ -23,6 +24,7 @@ BENCHTIME=${BENCHTIME:-200ms}
 CPUS=${CPUS:-1,2}
 BENCH=${BENCH:-.}
 QUALITY=${QUALITY:-1}
+TAIL=${TAIL:-1}
 BENCHSTAT=${BENCHSTAT:-golang.org/x/perf/cmd/benchstat@latest}
 
 if [ "$COUNT" -lt 6 ]; then
@@ -74,6 +76,13 @@ if [ "$QUALITY" != 0 ]; then
   quality=(-quality "$work/quality.json")
 fi
 
+tailargs=()
+if [ "$TAIL" != 0 ]; then
+  echo "== tail latency" >&2
+  go run ./cmd/tail -json >"$work/tail.json"
+  tailargs=(-tail "$work/tail.json")
+fi
+
 echo "== benchstat" >&2
 statargs=()
 : >"$work/benchstat.txt"
@@ -90,7 +99,7 @@ if [ -s "$work/benchstat.txt" ]; then
 fi
 
 echo "load end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$work/env.txt"
-go run ./cmd/report -bench "$work/bench.txt" ${quality[@]+"${quality[@]}"} \
+go run ./cmd/report -bench "$work/bench.txt" ${quality[@]+"${quality[@]}"} ${tailargs[@]+"${tailargs[@]}"} \
   ${statargs[@]+"${statargs[@]}"} -env "$work/env.txt" >"$work/RESULTS.md"
 mv "$work/RESULTS.md" RESULTS.md
 echo "== wrote $(pwd)/RESULTS.md in $((SECONDS - start)) s" >&2

@@ -1,9 +1,10 @@
 // Command report writes RESULTS.md from what bench/run.sh collected: the
-// benchmark output (several rounds appended), the quality harness's JSON,
+// benchmark output (several rounds appended), the quality and tail-latency
+// harnesses' JSON,
 // benchstat's output and a description of the machine.
 //
 //	go run ./cmd/report -bench bench.txt -quality quality.json \
-//		-benchstat benchstat.txt -env env.txt > RESULTS.md
+//		-tail tail.json -benchstat benchstat.txt -env env.txt > RESULTS.md
 package main
 
 import (
@@ -20,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/breakwater-go/breakwater/bench/internal/quality"
+	"github.com/breakwater-go/breakwater/bench/internal/tail"
 )
 
 func main() {
@@ -33,6 +35,7 @@ func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	benchFile := fs.String("bench", "", "go test -bench output")
 	qualityFile := fs.String("quality", "", "cmd/quality -json output")
+	tailFile := fs.String("tail", "", "cmd/tail -json output")
 	benchstatFile := fs.String("benchstat", "", "benchstat output (optional)")
 	envFile := fs.String("env", "", "key: value lines describing the run")
 	if err := fs.Parse(args); err != nil {
@@ -57,6 +60,16 @@ func run(args []string, stdout io.Writer) error {
 			return fmt.Errorf("%s: %w", *qualityFile, err)
 		}
 	}
+	var tr tail.Report
+	if *tailFile != "" {
+		b, err := os.ReadFile(*tailFile)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(b, &tr); err != nil {
+			return fmt.Errorf("%s: %w", *tailFile, err)
+		}
+	}
 	env, err := readEnv(*envFile)
 	if err != nil {
 		return err
@@ -70,7 +83,7 @@ func run(args []string, stdout io.Writer) error {
 		stat = string(b)
 	}
 	w := bufio.NewWriter(stdout)
-	write(w, res, q, env, stat)
+	write(w, res, q, tr, env, stat)
 	return w.Flush()
 }
 

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/breakwater-go/breakwater/bench/internal/quality"
+	"github.com/breakwater-go/breakwater/bench/internal/tail"
 )
 
 // group describes one benchmark group of RESULTS.md.
@@ -32,7 +34,7 @@ var groups = []group{
 		"x-time-rate: `rate.Limiter.Allow`; failsafe-go: smooth `RateLimiter.TryAcquirePermit`.", ""},
 }
 
-func write(w io.Writer, r results, q quality.Report, env [][2]string, stat string) {
+func write(w io.Writer, r results, q quality.Report, tr tail.Report, env [][2]string, stat string) {
 	fmt.Fprint(w, "# Comparative benchmarks and resilience quality\n\n")
 	fmt.Fprintf(w, "Written by `bench/run.sh` on %s; do not edit by hand, run it again. ", lookup(env, "date"))
 	fmt.Fprint(w, "The suite and the harness live in [`bench/`](.): see [`doc.go`](doc.go), the `*_test.go` files and [`internal/stacks`](internal/stacks/stacks.go) for exactly what each row runs.\n\n")
@@ -53,7 +55,7 @@ func write(w io.Writer, r results, q quality.Report, env [][2]string, stat strin
 	}
 	fmt.Fprintln(w)
 
-	writeTargets(w, r, q)
+	writeTargets(w, r, q, tr)
 
 	fmt.Fprint(w, "## Speed\n\n")
 	fmt.Fprint(w, "Median of the rounds for each figure. *vs breakwater* is the library's ns/op divided by breakwater's in the same setting: above 1, slower than breakwater. *Spread* is (max − min) / median of ns/op over the rounds: large spreads mean a noisy machine. Parallel runs at 1 CPU include `RunParallel`'s own bookkeeping.\n\n")
@@ -69,6 +71,13 @@ func write(w io.Writer, r results, q quality.Report, env [][2]string, stat strin
 		quality.Markdown(w, q)
 		fmt.Fprint(w, "Reading the Retry-After columns: *retries before Retry-After* counts a call's own retries that came earlier than the hint its previous attempt got. *Requests inside another call's Retry-After* is the server's view: the client was told to wait, yet another of its calls arrived (10 ms after the 429 at the earliest, so requests already on the wire do not count). Per-call waiting cannot bring that to 0, and jittered waits make retries of different calls land in each other's windows; a client-wide pause per host can, and so can a breaker that opens on 429s.\n\n")
 		fmt.Fprint(w, "Why the peers rarely fail fast: each retries its own breaker's rejection as it retries any error (failsafehttp's retry policy, go-retryablehttp's `DefaultRetryPolicy`, `backoff.Retry`, go-resiliency's default classifier), so a call that meets an open breaker still waits out its backoff before giving up. Each can be told not to (`AbortOnErrors(circuitbreaker.ErrOpen)`, a `CheckRetry`, `backoff.Permanent`, a classifier), but that is not how their documentation composes them. breakwater never retries its own rejections.\n\n")
+	}
+
+	fmt.Fprint(w, "## Tail latency: hedged requests\n\n")
+	if len(tr.Results) == 0 {
+		fmt.Fprint(w, "Not run.\n\n")
+	} else {
+		tail.Markdown(w, tr)
 	}
 
 	if stat != "" {
@@ -127,7 +136,7 @@ func writeGroup(w io.Writer, r results, g group) {
 }
 
 // writeTargets checks the figures the issue sets for breakwater.
-func writeTargets(w io.Writer, r results, q quality.Report) {
+func writeTargets(w io.Writer, r results, q quality.Report, tr tail.Report) {
 	fmt.Fprint(w, "## Targets\n\n")
 	fmt.Fprint(w, "Figures per setting (serial; parallel at 1 CPU; parallel at 2 CPUs) as breakwater's share of the peer's: 0.25 means breakwater takes a quarter of the peer's time.\n\n")
 	fmt.Fprint(w, "| target | measured | met |\n|---|---|---|\n")
@@ -179,6 +188,7 @@ func writeTargets(w io.Writer, r results, q quality.Report) {
 	row("… like for like: timeout, retry, breaker, timeout on both sides", "Transport", "breakwater", "failsafehttp-timeouts", "bare", 0)
 	row("inbound per-client limiter overhead over chi ≤ 1/5 of httprate's", "Inbound", "breakwater", "httprate", "chi", 0.2)
 
+	writeTailTargets(w, tr)
 	if len(q.Results) == 0 {
 		fmt.Fprint(w, "| quality targets | quality harness not run | – |\n\n")
 		return
@@ -201,6 +211,24 @@ func writeTargets(w io.Writer, r results, q quality.Report) {
 		}
 	}
 	fmt.Fprintf(w, "| 0 leaks | %d goroutines, %d connections left over %s | %s |\n\n", g, c, strings.Join(scen, ", "), yes(g == 0 && c == 0))
+}
+
+// writeTailTargets checks hedging's figures: p99 at most a third of the
+// same stack's without hedging, at most 10 % extra requests.
+func writeTailTargets(w io.Writer, tr tail.Report) {
+	ref, okRef := tr.Find("breakwater-nohedge")
+	hedged, okH := tr.Find("breakwater")
+	if !okRef || !okH {
+		fmt.Fprint(w, "| hedging: p99 ≤ 1/3 of no hedging at ≤ 10 % extra requests | tail harness not run | – |\n")
+		return
+	}
+	ratio := float64(hedged.P99) / float64(ref.P99)
+	fmt.Fprintf(w, "| hedging: p99 ≤ 1/3 of no hedging at ≤ 10 %% extra requests | %.2f (p99 %s vs %s), %.1f %% extra | %s |\n",
+		ratio, hedged.P99.Round(100*time.Microsecond), ref.P99.Round(100*time.Microsecond), 100*hedged.Extra(), yes(ratio <= 1.0/3 && hedged.Extra() <= 0.1))
+	if fs, ok := tr.Find("failsafe-go"); ok {
+		fmt.Fprintf(w, "| … failsafe-go's hedge policy, same run | %.2f (p99 %s), %.1f %% extra | (for comparison) |\n",
+			float64(fs.P99)/float64(ref.P99), fs.P99.Round(100*time.Microsecond), 100*fs.Extra())
+	}
 }
 
 func yes(ok bool) string {
