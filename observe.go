@@ -30,9 +30,12 @@ const (
 	// EventRequest: inbound middleware finished serving a request (Route,
 	// Method, Status, Category, Duration).
 	EventRequest
+	// EventHealth: an endpoint of a [Failover] was ejected or came back
+	// (Endpoint, Health, Reason).
+	EventHealth
 )
 
-var eventKindNames = [...]string{"", "call_start", "attempt", "retry", "call_end", "transition", "reject", "wait", "request"}
+var eventKindNames = [...]string{"", "call_start", "attempt", "retry", "call_end", "transition", "reject", "wait", "request", "health"}
 
 // String returns the kind's lower-case name.
 func (k EventKind) String() string {
@@ -82,6 +85,16 @@ type Event struct {
 	Err       error
 	// Transition is set for EventTransition, nil otherwise.
 	Transition *Transition
+	// Hedge marks an attempt (EventAttempt, EventReject) that was a hedge
+	// of another, and a call (EventCallEnd) that a hedge answered.
+	Hedge bool
+	// Endpoint is the [Failover] endpoint an attempt went to, or the one
+	// that answered a call; empty without failover.
+	Endpoint string
+	// Health and Reason are set for EventHealth: the endpoint's new tier
+	// and why.
+	Health Health
+	Reason Reason
 }
 
 // An Observer receives events. Observe is called synchronously on the
@@ -142,9 +155,10 @@ func transitionReporter(o Observer) func(Transition) {
 	}
 }
 
-// LogObserver returns an [Observer] that logs to l: breaker transitions at
-// Warn, rejections at Info (at most one per key and mechanism per
-// interval, default 10 s, with the number suppressed), retries at Debug.
+// LogObserver returns an [Observer] that logs to l: breaker transitions and
+// endpoint ejections at Warn, endpoints coming back at Info, rejections at
+// Info (at most one per key and mechanism per interval, default 10 s, with
+// the number suppressed), retries at Debug.
 // A nil l returns nil (silent).
 func LogObserver(l *slog.Logger, interval time.Duration) Observer {
 	if l == nil {
@@ -202,6 +216,12 @@ func (lo *logObserver) Observe(ctx context.Context, e Event) {
 			attrs = append(attrs, slog.Int64("suppressed", n))
 		}
 		lo.l.LogAttrs(ctx, slog.LevelInfo, "breakwater: rejected", attrs...)
+	case EventHealth:
+		level, msg := slog.LevelInfo, "breakwater: endpoint back"
+		if e.Health == HealthEjected {
+			level, msg = slog.LevelWarn, "breakwater: endpoint ejected"
+		}
+		lo.l.LogAttrs(ctx, level, msg, slog.String("key", e.Key), slog.String("endpoint", e.Endpoint), slog.String("reason", string(e.Reason)))
 	case EventRetry:
 		if lo.l.Enabled(ctx, slog.LevelDebug) {
 			lo.l.LogAttrs(ctx, slog.LevelDebug, "breakwater: retrying", slog.String("key", e.Key), slog.Int("attempt", e.Attempt),

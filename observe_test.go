@@ -3,6 +3,7 @@ package breakwater_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -121,4 +122,39 @@ func TestSharedBreakersReportTransitionsOnce(t *testing.T) {
 	if got := rec.kinds(); got != "transition(closed>open)" {
 		t.Fatalf("events %q, want one transition", got)
 	}
+}
+
+// TestLogObserverLogsEjections: an ejection is logged at Warn, a return at
+// Info, each with the endpoint and the reason.
+func TestLogObserverLogsEjections(t *testing.T) {
+	var buf strings.Builder
+	var mu sync.Mutex
+	l := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	o := bw.LogObserver(l, 0)
+	o.Observe(context.Background(), bw.Event{Kind: bw.EventHealth, Key: "svc", Endpoint: "http://a", Health: bw.HealthEjected, Reason: bw.ReasonOutlier})
+	o.Observe(context.Background(), bw.Event{Kind: bw.EventHealth, Key: "svc", Endpoint: "http://a", Health: bw.HealthHealthy, Reason: bw.ReasonProbesSucceeded})
+	want := `level=WARN msg="breakwater: endpoint ejected" key=svc endpoint=http://a reason=outlier
+level=INFO msg="breakwater: endpoint back" key=svc endpoint=http://a reason=probes_succeeded
+`
+	if buf.String() != want {
+		t.Fatalf("logged:\n%s\nwant:\n%s", buf.String(), want)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
