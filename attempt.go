@@ -41,6 +41,7 @@ func (c *call) attemptContext(now time.Time) (context.Context, context.CancelFun
 
 // attemptResult is one attempt's result and what it holds.
 type attemptResult struct {
+	req    *http.Request // as sent; nil when the attempt was not made
 	resp   *http.Response
 	err    error
 	o      Outcome
@@ -49,41 +50,68 @@ type attemptResult struct {
 	cancel context.CancelFunc // ends it; nil when it has no deadline of its own
 	start  int64              // when it was sent, t.now(); 0 when none was
 	end    int64              // when it ended
+	n      int                // the attempt's number in the call
+	up     *upstream          // the state of the key it went to
+	// ep is the endpoint the attempt went to (failover), key what its
+	// state is kept under, probe whether it holds the endpoint's probe.
+	ep    *endpoint
+	key   string
+	probe bool
+	name  string // the call's key, for outlier reports
 }
 
 // attempt makes one attempt: admission by the breaker, the pause gate, the
 // rate limit and the bulkhead, then the base transport under the attempt's
 // context.
 func (t *Transport) attempt(c *call) attemptResult {
-	r := attemptResult{ctx: c.ctx}
-	permit, err := c.breaker.Allow()
+	r, ok := t.admit(c)
+	if ok {
+		t.send(&r)
+	}
+	return r
+}
+
+// admit prepares attempt c.attempts of c: its endpoint (failover),
+// admission by the breaker, then the pause gate, the token bucket and the
+// bulkhead within the call's deadline, the request with a replayed body,
+// and the attempt's context. It reports false with the refusal in r when
+// the attempt is not to be made; on success c.slot holds the attempt's
+// concurrency slot, if any.
+func (t *Transport) admit(c *call) (r attemptResult, ok bool) {
+	r = attemptResult{ctx: c.ctx, n: c.attempts, key: c.key, name: c.name}
+	permit, err := t.allow(c, &r)
 	if err != nil {
 		if !c.sent {
 			c.closeBody()
 		}
 		r.err, r.o = err, Outcome{Category: Rejected}
-		return r
+		return r, false
 	}
 	// Pause gate, rate limit and bulkhead: waits and refusals per attempt.
 	if err = t.limits.admit(c); err != nil {
 		permit.Release()
+		t.unprobe(&r)
 		if !c.sent {
 			c.closeBody()
 		}
 		r.err, r.o = err, classifyError(err)
-		return r
+		return r, false
 	}
 	areq := c.req
 	if c.attempts > 1 && hasBody(c.req) {
 		body, err := c.req.GetBody()
 		if err != nil {
 			permit.Release()
+			t.unprobe(&r)
 			c.slot.Ignore() // no attempt was made: nothing for an adaptive limit to learn
 			r.err, r.o = err, Outcome{Category: Rejected}
-			return r
+			return r, false
 		}
 		areq = c.req.WithContext(c.ctx)
 		areq.Body = body
+	}
+	if r.ep != nil {
+		areq = r.ep.rewrite(areq)
 	}
 	r.permit = permit
 	var begin time.Time // read only when an attempt timeout needs the wall clock
@@ -102,15 +130,26 @@ func (t *Transport) attempt(c *call) attemptResult {
 		}
 		c.sent = true
 		c.slot.Ignore()
+		t.unprobe(&r)
 		r.err, r.o = markTimeout(r.ctx, err), Outcome{Category: Rejected}
-		return r
+		return r, false
 	}
 	if r.ctx != areq.Context() {
 		areq = areq.WithContext(r.ctx)
 	}
+	r.req, r.up = areq, c.up
 	c.sent = true
 	c.made++
-	r.resp, r.err = t.base.RoundTrip(areq)
+	return r, true
+}
+
+// send hands an admitted attempt to the base transport and classifies its
+// result. It needs nothing of the call.
+func (t *Transport) send(r *attemptResult) {
+	if r.ep != nil {
+		r.ep.begin()
+	}
+	r.resp, r.err = t.base.RoundTrip(r.req)
 	r.end = t.now()
 	took := time.Duration(r.end - r.start)
 	if r.err != nil {
@@ -120,12 +159,37 @@ func (t *Transport) attempt(c *call) attemptResult {
 	r.o = classifySafely(t.cfg.classifier, r.resp, r.err)
 	switch {
 	case r.resp != nil:
-		c.up.answers.observe(r.end, took)
+		r.up.answers.observe(r.end, took)
 		if t.cfg.slowCall > 0 && r.o.Category == Success && took > t.cfg.slowCall {
 			r.o.Category = Slow
 		}
-	case r.o.Category == Canceled && c.up.hung(c.ctx, r.end, took):
+	case r.o.Category == Canceled && r.up.hung(r.ctx, r.end, took):
 		r.o.Category = Timeout // the caller gave up on a hang: see upstream.hung
 	}
-	return r
+	if r.ep != nil {
+		v := epNeutral
+		switch t.breakers.cfg.judge(r.o.Category) {
+		case success:
+			v = epSuccess
+		case failure:
+			v = epFailure
+		}
+		t.eps.record(r.name, r.ep, r.end, r.probe, v, r.o.Category == Throttled, r.o.RetryAfter)
+	}
+}
+
+// endpointName names the attempt's endpoint ("" without failover).
+func (r *attemptResult) endpointName() string {
+	if r.ep == nil {
+		return ""
+	}
+	return r.ep.name
+}
+
+// endpointDone ends the attempt's time in flight at its endpoint; call it
+// once, on every path where the releaser of a tracked body does not.
+func (r *attemptResult) endpointDone() {
+	if r.ep != nil && r.req != nil {
+		r.ep.end()
+	}
 }

@@ -29,10 +29,11 @@ type releaser struct {
 	cancel context.CancelFunc // the attempt's context
 	permit Permit
 	slot   Slot
+	ep     *endpoint // counts the attempt in flight (failover)
 }
 
 func (r *releaser) empty() bool {
-	return r.cancel == nil && r.permit.lease == 0 && !r.slot.Held()
+	return r.cancel == nil && r.permit.lease == 0 && !r.slot.Held() && r.ep == nil
 }
 
 func (r *releaser) run() {
@@ -41,6 +42,9 @@ func (r *releaser) run() {
 	}
 	r.permit.Release()
 	r.slot.release()
+	if r.ep != nil {
+		r.ep.end()
+	}
 }
 
 // track makes resp.Body release r when it ends. It allocates only when r

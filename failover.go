@@ -1,8 +1,10 @@
 package breakwater
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -144,4 +146,132 @@ func parseEndpoint(s string) (*url.URL, error) {
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	u.RawPath = strings.TrimSuffix(u.RawPath, "/")
 	return u, nil
+}
+
+// WithFailover sends the transport's calls to the endpoints of f, choosing
+// one per attempt; see [Failover] for the choice, the health tiers and the
+// ejections. Every request the Transport carries goes to one of the
+// endpoints, whatever its URL's scheme and host: use one Transport per
+// logical upstream. Per-endpoint state (breaker, retry budget, pause gate,
+// rate and concurrency limits) is kept under the [KeyFunc]'s key of a
+// request to the endpoint's base URL ([HostKey]: its host and port).
+func WithFailover(f Failover) Option {
+	return optionFunc(func(c *config) {
+		r, err := f.resolve()
+		if err != nil {
+			c.errs = append(c.errs, err)
+			return
+		}
+		c.failover = &r
+	})
+}
+
+// newEndpoints builds the transport's endpoint set.
+func (t *Transport) newEndpoints(f failover) *endpointSet {
+	s := newEndpointSet(f, t.cfg.attemptTimeout)
+	for _, ep := range s.eps {
+		u := *ep.url
+		ep.key = t.cfg.key(&http.Request{Method: http.MethodGet, URL: &u, Host: u.Host, Header: http.Header{}})
+	}
+	if t.obs != nil {
+		s.report = func(key string, ep *endpoint, h Health, why Reason) {
+			notify(t.obs, context.Background(), Event{Kind: EventHealth, Key: key, Endpoint: ep.name, Health: h, Reason: why})
+		}
+	}
+	return s
+}
+
+// endpointState reports what the transport knows of an endpoint from its
+// breaker and pause gate.
+func (t *Transport) endpointState(e *endpoint) extState {
+	if b, ok := t.breakers.Lookup(e.key); ok {
+		switch b.State() {
+		case StateOpen:
+			return extOpen
+		case StateHalfOpen:
+			return extHalfOpen
+		}
+	}
+	if g := t.limits.gates; g != nil && g.latest.Load() != 0 && g.Remaining(e.key) > 0 {
+		return extDegraded
+	}
+	return extNone
+}
+
+// explainFailover describes the failover of a Transport, if any.
+func (t *Transport) explainFailover(b *strings.Builder, line func(indent int, label, format string, args ...any)) {
+	c := &t.cfg
+	if f := c.failover; f != nil {
+		b.WriteString("  failover\n")
+		names := make([]string, len(f.eps))
+		for i, u := range f.eps {
+			names[i] = u.String()
+		}
+		line(2, "endpoints", "%d: %s", len(names), strings.Join(names, ", "))
+		choice := "in turns"
+		if f.leastInFlight {
+			choice = "fewest in flight"
+		}
+		line(2, "choice", "%s within the best health tier; a retry to an endpoint not tried yet", choice)
+		if len(names) > 1 {
+			line(2, "ejects after", "%d failing attempts in a row, or a failure rate >= 2x the others' + 10 points over %s (>= %d attempts)", f.consecutive, formatDuration(outlierWindow), outlierMinVolume)
+			maxOut := max(1, int(f.maxEjected*float64(len(names))))
+			line(2, "ejected for", "%s, doubling on each ejection up to %s, +10%% jitter; at most %d of %d at once", formatDuration(f.ejection), formatDuration(f.maxEjection), maxOut, len(names))
+		} else {
+			line(2, "ejects", "never: a single endpoint is left to its breaker")
+		}
+		line(2, "all out", "the endpoint whose ejection ends first; a *BreakerError when every breaker is open")
+	}
+}
+
+// allow picks the attempt's endpoint (with failover) and asks its breaker
+// to admit the attempt. With failover, an endpoint whose breaker refuses is
+// passed over for the next best, so that the call fails only when every
+// endpoint's breaker refuses (with the last refusal).
+func (t *Transport) allow(c *call, r *attemptResult) (Permit, error) {
+	if t.eps == nil {
+		return c.breaker.Allow()
+	}
+	var (
+		refused uint64
+		last    error
+	)
+	for range len(t.eps.eps) {
+		ep, probe := t.eps.pick(t.now(), c.tried|refused, c.repeatable, t.endpointState)
+		if refused&(1<<ep.i) != 0 {
+			break // every endpoint refused already
+		}
+		b := t.breakers.Get(ep.key)
+		p, err := b.Allow()
+		if err != nil {
+			if probe {
+				ep.probe.Store(0)
+			}
+			refused |= 1 << ep.i
+			last = err
+			continue
+		}
+		c.tried |= 1 << ep.i
+		c.key, c.breaker, c.ep = ep.key, b, ep
+		c.up = t.keys.get(ep.key)
+		if c.up.budget != nil && c.pol.MaxAttempts > 1 {
+			c.budget = c.up.budget
+			if !c.deposited {
+				c.budget.deposit(t.now())
+				c.deposited = true
+			}
+		}
+		r.ep, r.probe, r.key = ep, probe, ep.key
+		return p, nil
+	}
+	return Permit{}, last
+}
+
+// unprobe gives back the endpoint probe lease of an attempt that is not
+// made.
+func (t *Transport) unprobe(r *attemptResult) {
+	if r.probe {
+		r.ep.probe.Store(0)
+		r.probe = false
+	}
 }

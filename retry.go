@@ -159,12 +159,17 @@ func ctxError(ctx context.Context) error {
 // [NewTransport] (attempts, backoff, budget, RetryIf, idempotency, body
 // buffering, melting, key, classifier); the timeout and breaker options are
 // ignored: compose [CallTimeout], [AttemptTimeout] and [BreakerStage]
-// around and inside it instead. It returns an error for invalid options.
+// around and inside it instead. It returns an error for invalid options,
+// and for [WithFailover], which needs the admission stages inside the
+// loop: use [NewTransport] for it.
 func RetryStage(opts ...Option) (Stage, error) {
 	opts = append(opts[:len(opts):len(opts)], WithCallTimeout(0), WithAttemptTimeout(0), WithBreaker(WithBreakerMode(ModeDisabled)))
 	proto, err := NewTransport(opts...)
 	if err != nil {
 		return nil, err
+	}
+	if proto.eps != nil {
+		return nil, errors.New("breakwater: RetryStage cannot fail over, which needs the breaker and limits inside the loop; use NewTransport")
 	}
 	return func(next http.RoundTripper) http.RoundTripper {
 		t := *proto
@@ -204,13 +209,17 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 				c.budget.refund(t.now(), c.retried)
 			}
 			if resp != nil {
-				track(a.ctx, resp, releaser{cancel: a.cancel, permit: permit, slot: c.slot})
+				if a.ep != nil {
+					c.servedBy = a.ep.name
+				}
+				track(a.ctx, resp, releaser{cancel: a.cancel, permit: permit, slot: c.slot, ep: a.ep})
 				c.slot = Slot{}
 				t.end(c, o, nil)
 				return resp, nil
 			}
 			release(a.cancel, permit)
 			c.slot.release()
+			a.endpointDone()
 			err = c.fail(err, o, budgetSpent)
 			t.end(c, o, err)
 			return nil, err
@@ -218,6 +227,7 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 		discard(resp, c.drainTime(), a.cancel)
 		release(a.cancel, permit)
 		c.slot.release()
+		a.endpointDone()
 		if err := c.sleep(wait); err != nil {
 			c.settle()
 			t.end(c, classifyError(err), err)
@@ -270,7 +280,7 @@ func (c *call) fail(err error, o Outcome, budget bool) error {
 	if c.made <= 1 && !budget {
 		return err
 	}
-	return &RetryError{Key: c.key, Attempts: c.made, Category: o.Category, Budget: budget, Err: err}
+	return &RetryError{Key: c.name, Attempts: c.made, Category: o.Category, Budget: budget, Err: err}
 }
 
 // remaining is the time left before the earlier of the caller's deadline

@@ -20,6 +20,8 @@ type Snapshot struct {
 	// Insights are the findings of the [Insights] observing the
 	// component: nil when none observes it, empty when it finds nothing.
 	Insights []Insight `json:"insights,omitzero"`
+	// Endpoints is set by a Transport with [WithFailover].
+	Endpoints []EndpointSnapshot `json:"endpoints,omitempty"`
 }
 
 // A Snapshotter reports its state; [Transport] and the inbound middleware
@@ -28,9 +30,9 @@ type Snapshotter interface {
 	Snapshot() Snapshot
 }
 
-// Snapshot returns the state of every breaker, token bucket, pause gate
-// and bulkhead the transport holds, and the findings of the [Insights]
-// among its observers.
+// Snapshot returns the state of every breaker, token bucket, pause gate,
+// bulkhead and failover endpoint the transport holds, and the findings of
+// the [Insights] among its observers.
 func (t *Transport) Snapshot() Snapshot {
 	s := Snapshot{At: time.Now(), Breakers: t.breakers.Snapshots()}
 	if t.limits.rate != nil {
@@ -47,6 +49,9 @@ func (t *Transport) Snapshot() Snapshot {
 	}
 	if s.Insights == nil && t.hasInsights() {
 		s.Insights = []Insight{}
+	}
+	if t.eps != nil {
+		s.Endpoints = t.eps.snapshots(t.endpointState)
 	}
 	return s
 }

@@ -21,6 +21,9 @@ import (
 //  6. attempt timeout: one attempt, headers and body (default 10 s);
 //  7. the base transport (a clone of [http.DefaultTransport] when nil).
 //
+// With [WithFailover], each attempt first chooses an endpoint, and stages 3
+// to 5 are kept per endpoint.
+//
 // Both timeouts, the concurrency slot and a half-open probe lease last until
 // the response body is closed or read to EOF, not until RoundTrip returns.
 //
@@ -41,8 +44,9 @@ type Transport struct {
 	keys     *keyedMap[*upstream] // retry budgets and answer times
 	limits   limits               // pause gate, rate limit, bulkhead (admission.go)
 	start    time.Time
-	stage    bool     // a RetryStage: an inner BreakerStage defers failures to it
-	obs      Observer // nil when nothing observes
+	stage    bool         // a RetryStage: an inner BreakerStage defers failures to it
+	obs      Observer     // nil when nothing observes
+	eps      *endpointSet // nil without failover (failover.go)
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -95,6 +99,7 @@ type config struct {
 	idleTTL            time.Duration
 	observers          []Observer
 	limits             limitsConfig // admission.go
+	failover           *failover    // failover.go; nil: one upstream
 	errs               []error
 }
 
@@ -338,6 +343,9 @@ func NewTransport(opts ...Option) (*Transport, error) {
 		}
 		return u
 	}, func(*upstream) bool { return true })
+	if cfg.failover != nil {
+		t.eps = t.newEndpoints(*cfg.failover)
+	}
 	return t, nil
 }
 
@@ -429,6 +437,16 @@ type call struct {
 	start      int64 // when observed, t.now()
 	ended      int64 // when the latest attempt ended, if observed
 	slot       Slot  // the current attempt's concurrency slot
+	// name is the call's key, for events and errors: key itself, except
+	// with failover, where key follows each attempt's endpoint.
+	name string
+	// tried has bit i set for the endpoints the call's attempts went to;
+	// repeatable says whether a failed attempt may be repeated elsewhere.
+	tried      uint64
+	repeatable bool
+	ep         *endpoint // the endpoint of the attempt being admitted
+	deposited  bool      // the call was counted in its retry budget
+	servedBy   string    // the endpoint that answered
 }
 
 // RequestPolicy overrides a [Transport]'s settings for one request; attach
@@ -482,20 +500,26 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, errors.New("breakwater: nil Request.URL")
 	}
 	c := call{req: req, ctx: req.Context(), key: t.cfg.key(req), pol: t.policy(req)}
+	c.name = c.key
 	if isUpgrade(req) { // the connection outlives the call: no timeouts
 		c.pol.CallTimeout, c.pol.AttemptTimeout = 0, 0
 	}
 	if c.pol.CallTimeout > 0 {
 		c.deadline = time.Now().Add(c.pol.CallTimeout)
 	}
-	c.breaker = t.breakers.Get(c.key)
-	c.up = t.keys.get(c.key)
-	if c.up.budget != nil && c.pol.MaxAttempts > 1 {
-		c.budget = c.up.budget
-		c.budget.deposit(t.now())
+	if t.eps == nil {
+		c.breaker = t.breakers.Get(c.key)
+		c.up = t.keys.get(c.key)
+		if c.up.budget != nil && c.pol.MaxAttempts > 1 {
+			c.budget = c.up.budget
+			c.budget.deposit(t.now())
+		}
 	}
 	if t.cfg.bufferBodies > 0 && hasBody(req) && req.GetBody == nil {
 		c.req = bufferBody(req, t.cfg.bufferBodies)
+	}
+	if t.eps != nil {
+		c.repeatable = hedgeable(c.req, c.pol.Idempotent)
 	}
 	if t.stage {
 		c.melt = &meltSlot{}
@@ -505,9 +529,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.run(&c)
 }
 
+// endpoint names the endpoint of the attempt being admitted ("" without
+// failover).
+func (c *call) endpoint() string {
+	if c.ep == nil {
+		return ""
+	}
+	return c.ep.name
+}
+
 // emit sends e, completed with the call's key and method, to the observers.
 func (t *Transport) emit(c *call, e Event) {
-	e.Key, e.Method = c.key, c.req.Method
+	e.Key, e.Method = c.name, c.req.Method
 	notify(t.obs, c.ctx, e)
 }
 
@@ -515,17 +548,18 @@ func (t *Transport) emit(c *call, e Event) {
 func (t *Transport) observeAttempt(c *call, a attemptResult, retry bool, wait time.Duration, budget bool) {
 	if a.o.Category == Rejected && a.err != nil {
 		if m := mechanismOf(a.err); m != "" { // else the body could not be replayed: no attempt
-			t.emit(c, Event{Kind: EventReject, Attempt: c.attempts, Mechanism: m, Err: a.err})
+			t.emit(c, Event{Kind: EventReject, Attempt: a.n, Mechanism: m, Err: a.err, Endpoint: a.endpointName()})
 		}
 		return
 	}
 	c.ended = a.end
-	t.emit(c, Event{Kind: EventAttempt, Attempt: c.attempts, Category: a.o.Category, Status: a.o.Status, Duration: time.Duration(c.ended - a.start), Err: a.err})
+	ep := a.endpointName()
+	t.emit(c, Event{Kind: EventAttempt, Attempt: a.n, Category: a.o.Category, Status: a.o.Status, Duration: time.Duration(c.ended - a.start), Err: a.err, Endpoint: ep})
 	switch {
 	case retry:
-		t.emit(c, Event{Kind: EventRetry, Attempt: c.attempts, Category: a.o.Category, Status: a.o.Status, Delay: wait})
+		t.emit(c, Event{Kind: EventRetry, Attempt: a.n, Category: a.o.Category, Status: a.o.Status, Delay: wait, Endpoint: ep})
 	case budget:
-		t.emit(c, Event{Kind: EventReject, Attempt: c.attempts, Mechanism: MechRetryBudget, Err: ErrRetryBudget})
+		t.emit(c, Event{Kind: EventReject, Attempt: a.n, Mechanism: MechRetryBudget, Err: ErrRetryBudget, Endpoint: ep})
 	}
 }
 
@@ -537,7 +571,8 @@ func (t *Transport) end(c *call, o Outcome, err error) {
 		if now == 0 || o.Category == Canceled {
 			now = t.now()
 		}
-		t.emit(c, Event{Kind: EventCallEnd, Attempts: c.made, Category: o.Category, Status: o.Status, Duration: time.Duration(now - c.start), Err: err})
+		t.emit(c, Event{Kind: EventCallEnd, Attempts: c.made, Category: o.Category, Status: o.Status, Duration: time.Duration(now - c.start), Err: err,
+			Endpoint: c.servedBy})
 	}
 }
 

@@ -27,6 +27,7 @@ func BenchmarkTransport(b *testing.B) {
 		{"default", nil},
 		{"no_timeouts", []bw.Option{bw.WithCallTimeout(0), bw.WithAttemptTimeout(0)}},
 		{"retry_only", []bw.Option{bw.WithCallTimeout(0), bw.WithAttemptTimeout(0), bw.WithBreaker(bw.WithBreakerMode(bw.ModeDisabled))}},
+		{"failover", []bw.Option{bw.WithFailover(bw.Failover{Endpoints: []string{"https://a.example", "https://b.example", "https://c.example"}})}},
 	}
 	run := func(b *testing.B, rt http.RoundTripper) {
 		b.ReportAllocs()

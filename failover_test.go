@@ -1,0 +1,501 @@
+package breakwater_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	bw "github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/breakwatertest"
+)
+
+// healthLog records the endpoint health events a transport reports, with
+// the time each arrived.
+type healthLog struct {
+	mu     sync.Mutex
+	events []healthEvent
+}
+
+type healthEvent struct {
+	bw.Event
+	At time.Time
+}
+
+func (h *healthLog) Observe(_ context.Context, e bw.Event) {
+	if e.Kind != bw.EventHealth {
+		return
+	}
+	h.mu.Lock()
+	h.events = append(h.events, healthEvent{e, time.Now()})
+	h.mu.Unlock()
+}
+
+func (h *healthLog) list() []healthEvent {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]healthEvent(nil), h.events...)
+}
+
+// TestFailoverRewritesAndTakesTurns: attempts go to the endpoints in
+// turns, with the endpoint's scheme, host and path prefix; the Host header
+// follows the endpoint unless the caller set its own.
+func TestFailoverRewritesAndTakesTurns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t)
+		tr := newTransport(t, u.Transport(), bw.WithFailover(bw.Failover{Endpoints: []string{
+			"http://a.test/v1", "http://b.test", "http://c.test:8080/base/",
+		}}))
+		for range 6 {
+			req, _ := http.NewRequest(http.MethodGet, "http://logical.test/items?x=1", nil)
+			if r := do(tr, req); r.status != 200 {
+				t.Fatalf("%+v", r)
+			}
+		}
+		req, _ := http.NewRequest(http.MethodGet, "http://logical.test/items", nil)
+		req.Host = "virtual.test"
+		do(tr, req)
+		var got []string
+		for _, r := range u.Requests() {
+			got = append(got, r.Host+r.Path)
+		}
+		want := "a.test/v1/items b.test/items c.test:8080/base/items a.test/v1/items b.test/items c.test:8080/base/items virtual.test/v1/items"
+		if strings.Join(got, " ") != want {
+			t.Fatalf("requests:\n%s\nwant:\n%s", strings.Join(got, " "), want)
+		}
+	})
+}
+
+// TestFailoverRetriesElsewhere: one endpoint answers 500; every call still
+// succeeds, its retry going to another endpoint, and the failing endpoint
+// is ejected after 5 failures in a row.
+func TestFailoverRetriesElsewhere(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstreamFunc(t, func(_ int, r *http.Request) breakwatertest.Step {
+			if r.Host == "bad.test" {
+				return breakwatertest.Step{Status: 500}
+			}
+			return breakwatertest.Step{}
+		})
+		var h healthLog
+		tr := newTransport(t, u.Transport(), bw.WithObserver(&h), bw.WithFailover(bw.Failover{Endpoints: []string{
+			"http://bad.test", "http://good1.test", "http://good2.test",
+		}}))
+		for i := range 30 {
+			if r := get(tr); r.status != 200 {
+				t.Fatalf("call %d: %+v", i, r)
+			}
+		}
+		bad := 0
+		for _, r := range u.Requests() {
+			if r.Host == "bad.test" {
+				bad++
+			}
+		}
+		if bad != 5 {
+			t.Fatalf("bad.test got %d requests, want 5 (then ejected)", bad)
+		}
+		ev := h.list()
+		if len(ev) != 1 || ev[0].Endpoint != "http://bad.test" || ev[0].Health != bw.HealthEjected {
+			t.Fatalf("health events: %+v", ev)
+		}
+	})
+}
+
+// TestFailoverOutlierRate: one endpoint of three answers 500 to 30 % of
+// its requests; it is ejected and the other two stay in. With the 500s
+// spread so that never 5 come in a row, it is the failure rate that ejects
+// it; with 30 % drawn at random, either rule may come first.
+func TestFailoverOutlierRate(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		fail    func(k int64, rng *rand.Rand) bool
+		outlier bool
+	}{
+		{"spread", func(k int64, _ *rand.Rand) bool { return k%10 == 2 || k%10 == 5 || k%10 == 8 }, true},
+		{"random", func(_ int64, rng *rand.Rand) bool { return rng.Float64() < 0.3 }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var (
+					n   atomic.Int64
+					mu  sync.Mutex
+					rng = rand.New(rand.NewPCG(3, 4))
+				)
+				u := breakwatertest.NewPipeUpstreamFunc(t, func(_ int, r *http.Request) breakwatertest.Step {
+					if r.Host == "flaky.test" {
+						mu.Lock()
+						defer mu.Unlock()
+						if tc.fail(n.Add(1), rng) {
+							return breakwatertest.Step{Status: 500}
+						}
+					}
+					return breakwatertest.Step{}
+				})
+				var h healthLog
+				tr := newTransport(t, u.Transport(), bw.WithObserver(&h), bw.WithFailover(bw.Failover{Endpoints: []string{
+					"http://flaky.test", "http://a.test", "http://b.test",
+				}}))
+				for i := range 300 {
+					if r := get(tr); r.status != 200 {
+						t.Fatalf("call %d: %+v", i, r)
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				var ejected []string
+				for _, e := range h.list() {
+					if e.Health == bw.HealthEjected {
+						ejected = append(ejected, e.Endpoint+" "+string(e.Reason))
+					}
+				}
+				if len(ejected) == 0 {
+					t.Fatal("the flaky endpoint was never ejected")
+				}
+				for _, e := range ejected {
+					if !strings.HasPrefix(e, "http://flaky.test ") {
+						t.Fatalf("ejections: %v", ejected)
+					}
+				}
+				if tc.outlier && !strings.HasSuffix(ejected[0], string(bw.ReasonOutlier)) {
+					t.Fatalf("first ejection %q, want for its failure rate", ejected[0])
+				}
+				t.Logf("ejections: %v", ejected)
+			})
+		})
+	}
+}
+
+// TestFailoverAllBreakersOpen: with every endpoint's breaker open a call
+// fails fast with a *BreakerError and sends nothing.
+func TestFailoverAllBreakersOpen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t)
+		tr := newTransport(t, u.Transport(), bw.WithFailover(bw.Failover{Endpoints: []string{"http://a.test", "http://b.test"}}))
+		tr.Breakers().Trip("http://a.test", time.Minute)
+		tr.Breakers().Trip("http://b.test", time.Minute)
+		r := get(tr)
+		var be *bw.BreakerError
+		if !errors.As(r.err, &be) || !errors.Is(r.err, bw.ErrCircuitOpen) {
+			t.Fatalf("err = %v, want a *BreakerError", r.err)
+		}
+		if u.Count() != 0 {
+			t.Fatal("a request was sent")
+		}
+		// One open: calls go to the other.
+		tr.Breakers().Reset("http://b.test")
+		for range 4 {
+			if r := get(tr); r.status != 200 {
+				t.Fatalf("%+v", r)
+			}
+		}
+		for _, r := range u.Requests() {
+			if r.Host != "b.test" {
+				t.Fatalf("a request went to %s, whose breaker is open", r.Host)
+			}
+		}
+	})
+}
+
+// restartable is a loopback server that can die (listener closed and
+// connections dropped) and come back on the same address.
+type restartable struct {
+	t     *testing.T
+	addr  string
+	h     http.Handler
+	mu    sync.Mutex
+	srv   *httptest.Server
+	conns atomic.Int64 // open server-side connections
+}
+
+func newRestartable(t *testing.T, h http.Handler) *restartable {
+	r := &restartable{t: t, h: h}
+	r.start("127.0.0.1:0")
+	r.addr = r.srv.Listener.Addr().String()
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *restartable) start(addr string) {
+	var l net.Listener
+	var err error
+	for range 50 { // the port may linger a moment
+		if l, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		r.t.Fatalf("listen %s: %v", addr, err)
+	}
+	srv := httptest.NewUnstartedServer(r.h)
+	srv.Listener.Close()
+	srv.Listener = l
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			r.conns.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			r.conns.Add(-1)
+		}
+	}
+	srv.Start()
+	r.mu.Lock()
+	r.srv = srv
+	r.mu.Unlock()
+}
+
+func (r *restartable) stop() {
+	r.mu.Lock()
+	srv := r.srv
+	r.srv = nil
+	r.mu.Unlock()
+	if srv != nil {
+		srv.CloseClientConnections()
+		srv.Close()
+	}
+}
+
+func (r *restartable) url() string { return "http://" + r.addr }
+
+// TestFailoverSurvivesADeadEndpoint: three loopback endpoints under eight
+// callers; one dies mid-run (listener closed, connections dropped). After
+// the death each caller sees at most one failed call, the dead endpoint is
+// ejected within a second, and once it comes back it is probed back in.
+// No connection is left open.
+func TestFailoverSurvivesADeadEndpoint(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		time.Sleep(time.Millisecond)
+		_, _ = w.Write([]byte("ok"))
+	})
+	eps := []*restartable{newRestartable(t, ok), newRestartable(t, ok), newRestartable(t, ok)}
+	var h healthLog
+	tr, err := bw.NewTransport(bw.WithObserver(&h), bw.WithFailover(bw.Failover{
+		Endpoints: []string{eps[0].url(), eps[1].url(), eps[2].url()},
+		Ejection:  500 * time.Millisecond,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const workers = 8
+	var (
+		stop      atomic.Bool
+		deadAt    atomic.Int64 // unix nanos; 0 while alive
+		failed    [workers]int // after the death
+		calls     atomic.Int64
+		wg        sync.WaitGroup
+		ctx, done = context.WithCancel(context.Background())
+	)
+	defer done()
+	for w := range workers {
+		wg.Go(func() {
+			for !stop.Load() {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://service/item", nil)
+				r := do(tr, req)
+				calls.Add(1)
+				if (r.err != nil || r.status != 200) && deadAt.Load() != 0 {
+					failed[w]++
+				}
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond)
+	deadAt.Store(time.Now().UnixNano())
+	eps[0].stop()
+	time.Sleep(time.Second)
+	eps[0].start(eps[0].addr)
+	returnedAt := time.Now()
+	time.Sleep(2 * time.Second)
+	stop.Store(true)
+	wg.Wait()
+	tr.CloseIdleConnections()
+
+	var ejectedAfter, backAfter time.Duration = -1, -1
+	for _, e := range h.list() {
+		if e.Endpoint != eps[0].url() {
+			t.Errorf("a live endpoint changed health: %+v", e)
+			continue
+		}
+		switch {
+		case e.Health == bw.HealthEjected && ejectedAfter < 0:
+			ejectedAfter = e.At.Sub(time.Unix(0, deadAt.Load()))
+		case e.Health == bw.HealthHealthy && backAfter < 0 && e.At.After(returnedAt):
+			backAfter = e.At.Sub(returnedAt)
+		}
+	}
+	t.Logf("%d calls; failed after the death, per caller: %v; ejected %s after the death; back %s after it returned",
+		calls.Load(), failed, ejectedAfter, backAfter)
+	for w, n := range failed {
+		if n > 1 {
+			t.Errorf("caller %d saw %d failed calls after the death", w, n)
+		}
+	}
+	if ejectedAfter < 0 || ejectedAfter > time.Second {
+		t.Errorf("dead endpoint ejected %s after its death, want within 1s", ejectedAfter)
+	}
+	if backAfter < 0 {
+		t.Error("the endpoint never came back after it returned")
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for _, ep := range eps {
+		for ep.conns.Load() != 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := ep.conns.Load(); n != 0 {
+			t.Errorf("%s: %d server connections left open", ep.url(), n)
+		}
+	}
+}
+
+// TestSnapshotShowsEndpoints: a Transport's Snapshot (and its JSON)
+// covers the endpoints of a Failover.
+func TestSnapshotShowsEndpoints(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstreamFunc(t, func(_ int, r *http.Request) breakwatertest.Step {
+			if r.Host == "down.test" {
+				return breakwatertest.Step{Status: 500}
+			}
+			return breakwatertest.Step{Delay: 5 * time.Millisecond}
+		})
+		tr := newTransport(t, u.Transport(), bw.WithFailover(bw.Failover{Endpoints: []string{"http://up.test", "http://down.test"}}))
+		for range 30 {
+			get(tr)
+		}
+		s := tr.Snapshot()
+		if len(s.Endpoints) != 2 {
+			t.Fatalf("endpoints %+v", s.Endpoints)
+		}
+		up, down := s.Endpoints[0], s.Endpoints[1]
+		if up.Endpoint != "http://up.test" || up.Health != bw.HealthHealthy || up.Attempts < 25 || up.Failures != 0 {
+			t.Fatalf("up: %+v", up)
+		}
+		if down.Health != bw.HealthEjected || down.Ejections != 1 || down.RemainingSeconds <= 0 {
+			t.Fatalf("down: %+v", down)
+		}
+		rec := httptest.NewRecorder()
+		bw.SnapshotHandler(tr).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+		for _, want := range []string{`"endpoint": "http://down.test"`, `"health": "ejected"`} {
+			if !strings.Contains(rec.Body.String(), want) {
+				t.Fatalf("snapshot JSON lacks %s:\n%s", want, rec.Body)
+			}
+		}
+	})
+}
+
+// TestFailoverSurvivesADeadEndpointInVirtualTime is
+// TestFailoverSurvivesADeadEndpoint in a synctest bubble, where the
+// figures are exact: one endpoint of three starts refusing connections at
+// 300 ms and accepts them again at 1.3 s.
+func TestFailoverSurvivesADeadEndpointInVirtualTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Delay: time.Millisecond})
+		var dead atomic.Bool
+		base := bw.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if req.URL.Host == "a.test" && dead.Load() {
+				if req.Body != nil {
+					req.Body.Close()
+				}
+				return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+			}
+			return u.Transport().RoundTrip(req)
+		})
+		var h healthLog
+		tr := newTransport(t, base, bw.WithObserver(&h), bw.WithFailover(bw.Failover{
+			Endpoints: []string{"http://a.test", "http://b.test", "http://c.test"},
+			Ejection:  500 * time.Millisecond,
+		}))
+		const workers = 8
+		var (
+			stop   atomic.Bool
+			failed [workers]int
+			calls  atomic.Int64
+			wg     sync.WaitGroup
+		)
+		for w := range workers {
+			wg.Go(func() {
+				for !stop.Load() {
+					r := get(tr)
+					calls.Add(1)
+					if (r.err != nil || r.status != 200) && dead.Load() {
+						failed[w]++
+					}
+				}
+			})
+		}
+		start := time.Now()
+		time.Sleep(300 * time.Millisecond)
+		dead.Store(true)
+		time.Sleep(time.Second)
+		dead.Store(false)
+		time.Sleep(2 * time.Second)
+		stop.Store(true)
+		wg.Wait()
+
+		var ejected, back []time.Duration
+		for _, e := range h.list() {
+			if e.Endpoint != "http://a.test" {
+				t.Errorf("a live endpoint changed health: %+v", e.Event)
+			}
+			switch e.Health {
+			case bw.HealthEjected:
+				ejected = append(ejected, e.At.Sub(start))
+			case bw.HealthHealthy:
+				back = append(back, e.At.Sub(start))
+			}
+		}
+		t.Logf("%d calls; failed after the death, per caller: %v; ejections at %v, back at %v", calls.Load(), failed, ejected, back)
+		for w, n := range failed {
+			if n > 1 {
+				t.Errorf("caller %d saw %d failed calls after the death", w, n)
+			}
+		}
+		if len(ejected) == 0 || ejected[0]-300*time.Millisecond > time.Second {
+			t.Errorf("ejections at %v, want the first within 1s of the death at 300ms", ejected)
+		}
+		if len(back) == 0 || back[len(back)-1] < 1300*time.Millisecond {
+			t.Errorf("returns at %v, want one after the endpoint came back at 1.3s", back)
+		}
+	})
+}
+
+func TestFailoverConfigErrors(t *testing.T) {
+	_, err := bw.NewTransport(bw.WithFailover(bw.Failover{Endpoints: []string{"ftp://a", "http://b", "http://b"}, MaxEjected: 2}))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{"scheme must be http or https", "listed twice", "MaxEjected"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%v: does not say %q", err, want)
+		}
+	}
+	if _, err := bw.RetryStage(bw.WithFailover(bw.Failover{Endpoints: []string{"http://a"}})); err == nil {
+		t.Error("RetryStage accepted WithFailover")
+	}
+}
+
+func TestExplainFailover(t *testing.T) {
+	tr, err := bw.NewTransport(bw.WithFailover(bw.Failover{
+		Endpoints: []string{"https://eu.example", "https://us.example", "https://ap.example"}, LeastInFlight: true,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `  failover
+    endpoints        3: https://eu.example, https://us.example, https://ap.example
+    choice           fewest in flight within the best health tier; a retry to an endpoint not tried yet
+    ejects after     5 failing attempts in a row, or a failure rate >= 2x the others' + 10 points over 10s (>= 20 attempts)
+    ejected for      5s, doubling on each ejection up to 60s, +10% jitter; at most 1 of 3 at once
+    all out          the endpoint whose ejection ends first; a *BreakerError when every breaker is open
+`
+	if got := tr.Explain(); !strings.Contains(got, want) {
+		t.Fatalf("Explain:\n%s\nwant it to contain:\n%s", got, want)
+	}
+}
