@@ -160,12 +160,13 @@ func (lc *limitsConfig) build(maxKeys int, idleTTL, maxRetryAfter time.Duration)
 }
 
 // admit runs the pause gate, the token bucket and the bulkhead for one
-// attempt of c, in that order, waiting within the call's deadline. A token
+// attempt of c, in that order, waiting until dl at the latest (the call's
+// deadline; now for a hedge, which never waits). A token
 // taken for an attempt that the bulkhead then refuses stays spent: the
 // bucket paces attempts offered, not only attempts sent. On
 // success c.slot holds the attempt's concurrency slot, if any. With an
 // observer, each wait is reported as an [EventWait].
-func (l *limits) admit(c *call) error {
+func (l *limits) admit(c *call, dl time.Time) error {
 	// Time the admission only when something could make it wait: a token
 	// bucket, a bulkhead, or a pause somewhere (one atomic load).
 	var t0 time.Time
@@ -173,7 +174,7 @@ func (l *limits) admit(c *call) error {
 		t0 = time.Now()
 	}
 	if l.gates != nil {
-		probe, err := l.gates.wait(c.ctx, c.key, c.deadline, c.throttled)
+		probe, err := l.gates.wait(c.ctx, c.key, dl, c.throttled)
 		if err != nil {
 			return err
 		}
@@ -181,14 +182,14 @@ func (l *limits) admit(c *call) error {
 		t0 = l.waited(c, MechPause, t0)
 	}
 	if l.rate != nil {
-		if err := l.rate.m.get(c.key).wait(c.ctx, c.deadline); err != nil {
+		if err := l.rate.m.get(c.key).wait(c.ctx, dl); err != nil {
 			l.probeLost(c)
 			return err
 		}
 		t0 = l.waited(c, MechRateLimit, t0)
 	}
 	if l.bulk != nil {
-		s, err := l.bulk.acquire(c.ctx, c.key, c.deadline)
+		s, err := l.bulk.acquire(c.ctx, c.key, dl)
 		if err != nil {
 			l.probeLost(c)
 			return err
@@ -221,19 +222,27 @@ func (l *limits) waited(c *call, m Mechanism, t0 time.Time) time.Time {
 	return now
 }
 
-// observe feeds an attempt's result to the pause gate (a throttled outcome
-// with a hint, and rate limit fields when pacing) and tells the
-// attempt's slot what an adaptive limit should learn from it.
+// observe feeds the result of c's latest attempt to the pause gate and the
+// attempt's slot (see observeKey), and ends its probe after a pause.
 func (l *limits) observe(c *call, resp *http.Response, o Outcome) {
+	l.observeKey(c.key, &c.slot, resp, o)
 	if l.gates != nil {
-		l.gates.Observe(c.key, o)
-		if l.pacing && resp != nil {
-			l.gates.ObserveHeaders(c.key, resp.Header)
-		}
 		if o.Status == 0 {
 			l.probeLost(c)
 		}
 		c.gateProbe = false
 	}
-	c.slot.judge(o)
+}
+
+// observeKey feeds an attempt's result to key's pause gate (a throttled
+// outcome with a hint, and rate limit fields when pacing) and tells the
+// attempt's slot what an adaptive limit should learn from it.
+func (l *limits) observeKey(key string, slot *Slot, resp *http.Response, o Outcome) {
+	if l.gates != nil {
+		l.gates.Observe(key, o)
+		if l.pacing && resp != nil {
+			l.gates.ObserveHeaders(key, resp.Header)
+		}
+	}
+	slot.judge(o)
 }

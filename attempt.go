@@ -3,6 +3,7 @@ package breakwater
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
@@ -52,20 +53,31 @@ type attemptResult struct {
 	end    int64              // when it ended
 	n      int                // the attempt's number in the call
 	up     *upstream          // the state of the key it went to
+	// hedge marks a hedge; primary the attempt a round of the loop
+	// started with, whose latency an adaptive hedge delay learns from.
+	hedge, primary bool
 	// ep is the endpoint the attempt went to (failover), key what its
 	// state is kept under, probe whether it holds the endpoint's probe.
 	ep    *endpoint
 	key   string
 	probe bool
-	name  string // the call's key, for outlier reports
+	name  string      // the call's key, for outlier reports
+	hs    *hedgeState // where a primary's latency goes; nil unless hedged
+	// lost marks an attempt of a race that another answered before; it is
+	// set before cancel is called.
+	lost *atomic.Bool
+	slot Slot // its concurrency slot, while racing
+	// retried is when a hedge took a retry from the retry budget.
+	retried int64
 }
 
 // attempt makes one attempt: admission by the breaker, the pause gate, the
 // rate limit and the bulkhead, then the base transport under the attempt's
 // context.
 func (t *Transport) attempt(c *call) attemptResult {
-	r, ok := t.admit(c)
+	r, ok := t.admit(c, c.deadline, false)
 	if ok {
+		r.primary = c.hedge != nil
 		t.send(&r)
 	}
 	return r
@@ -73,12 +85,12 @@ func (t *Transport) attempt(c *call) attemptResult {
 
 // admit prepares attempt c.attempts of c: its endpoint (failover),
 // admission by the breaker, then the pause gate, the token bucket and the
-// bulkhead within the call's deadline, the request with a replayed body,
-// and the attempt's context. It reports false with the refusal in r when
-// the attempt is not to be made; on success c.slot holds the attempt's
-// concurrency slot, if any.
-func (t *Transport) admit(c *call) (r attemptResult, ok bool) {
-	r = attemptResult{ctx: c.ctx, n: c.attempts, key: c.key, name: c.name}
+// bulkhead waiting until dl at the latest, the request with a replayed
+// body, and the attempt's context (always cancellable when racing). It
+// reports false with the refusal in r when the attempt is not to be made;
+// on success c.slot holds the attempt's concurrency slot, if any.
+func (t *Transport) admit(c *call, dl time.Time, racing bool) (r attemptResult, ok bool) {
+	r = attemptResult{ctx: c.ctx, n: c.attempts, key: c.key, name: c.name, hs: c.hedge}
 	permit, err := t.allow(c, &r)
 	if err != nil {
 		if !c.sent {
@@ -88,7 +100,7 @@ func (t *Transport) admit(c *call) (r attemptResult, ok bool) {
 		return r, false
 	}
 	// Pause gate, rate limit and bulkhead: waits and refusals per attempt.
-	if err = t.limits.admit(c); err != nil {
+	if err = t.limits.admit(c, dl); err != nil {
 		permit.Release()
 		t.unprobe(&r)
 		if !c.sent {
@@ -98,7 +110,7 @@ func (t *Transport) admit(c *call) (r attemptResult, ok bool) {
 		return r, false
 	}
 	areq := c.req
-	if c.attempts > 1 && hasBody(c.req) {
+	if (c.attempts > 1 || racing && c.sent) && hasBody(c.req) {
 		body, err := c.req.GetBody()
 		if err != nil {
 			permit.Release()
@@ -122,6 +134,9 @@ func (t *Transport) admit(c *call) (r attemptResult, ok bool) {
 		r.start = t.now()
 	}
 	r.ctx, r.cancel = c.attemptContext(begin)
+	if racing && r.cancel == nil {
+		r.ctx, r.cancel = context.WithCancel(r.ctx)
+	}
 	if err := r.ctx.Err(); err != nil {
 		// The deadline passed while the attempt was being admitted: it is
 		// not made, and not counted.
@@ -144,7 +159,8 @@ func (t *Transport) admit(c *call) (r attemptResult, ok bool) {
 }
 
 // send hands an admitted attempt to the base transport and classifies its
-// result. It needs nothing of the call.
+// result. It needs nothing of the call, so that racing attempts run it on
+// their own goroutines.
 func (t *Transport) send(r *attemptResult) {
 	if r.ep != nil {
 		r.ep.begin()
@@ -157,24 +173,31 @@ func (t *Transport) send(r *attemptResult) {
 		r.err = markTimeout(r.ctx, r.err)
 	}
 	r.o = classifySafely(t.cfg.classifier, r.resp, r.err)
+	lost := r.lost != nil && r.lost.Load()
 	switch {
 	case r.resp != nil:
 		r.up.answers.observe(r.end, took)
 		if t.cfg.slowCall > 0 && r.o.Category == Success && took > t.cfg.slowCall {
 			r.o.Category = Slow
 		}
+	case lost:
+		r.o = Outcome{Category: Canceled} // another attempt answered: ours was cut short
 	case r.o.Category == Canceled && r.up.hung(r.ctx, r.end, took):
 		r.o.Category = Timeout // the caller gave up on a hang: see upstream.hung
 	}
+	judged := t.breakers.cfg.judge(r.o.Category)
 	if r.ep != nil {
 		v := epNeutral
-		switch t.breakers.cfg.judge(r.o.Category) {
+		switch judged {
 		case success:
 			v = epSuccess
 		case failure:
 			v = epFailure
 		}
 		t.eps.record(r.name, r.ep, r.end, r.probe, v, r.o.Category == Throttled, r.o.RetryAfter)
+	}
+	if r.primary && (lost || judged == success) {
+		r.hs.observe(r.end, took)
 	}
 }
 

@@ -62,6 +62,9 @@
 //     ExternalService.
 //   - A half-open probe's outcome is recorded at once, and with
 //     [WithMeltPerAttempt] every failing attempt is.
+//   - With [WithHedging], an attempt that fails while a hedge of it (or the
+//     attempt it hedges) still runs is a failure a retry follows: pending.
+//     An attempt cancelled because another answered first is neutral.
 //
 // The retry budget ([WithRetryBudget]) allows retries up to 20 % of calls
 // plus 3 per second per key, and gives back a retry that succeeds: it caps
@@ -79,6 +82,16 @@
 // adaptive limit ([AIMD], [Gradient]). A [Transport] runs them for every
 // attempt, after the breaker admits it; each is also usable on its own, as
 // inbound middleware does.
+//
+// # Hedging and failover
+//
+// [WithHedging] sends a copy of a slow attempt of a call that may be
+// repeated and takes whichever answers first; [WithFailover] spreads a
+// Transport's calls over several endpoints of one logical upstream, with
+// per-endpoint state, health tiers and outlier ejection. Both live inside
+// the retry loop: hedges and the attempts sent to each endpoint are
+// attempts like any other, admitted by the same stages and counted by the
+// same budgets.
 //
 // # Inbound middleware
 //

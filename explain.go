@@ -118,6 +118,7 @@ func (t *Transport) Explain() string {
 		line(2, "quota fields", "%s", map[bool]string{true: "paced on (RateLimit, RateLimit-Policy, X-RateLimit-*)", false: "ignored"}[t.limits.pacing])
 	}
 	t.explainShared(&b, line)
+	t.explainHedging(&b, line)
 	t.explainFailover(&b, line)
 
 	b.WriteString("  a fully failing call\n")

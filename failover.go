@@ -212,7 +212,7 @@ func (t *Transport) explainFailover(b *strings.Builder, line func(indent int, la
 		if f.leastInFlight {
 			choice = "fewest in flight"
 		}
-		line(2, "choice", "%s within the best health tier; a retry to an endpoint not tried yet", choice)
+		line(2, "choice", "%s within the best health tier; a retry or a hedge to an endpoint not tried yet", choice)
 		if len(names) > 1 {
 			line(2, "ejects after", "%d failing attempts in a row, or a failure rate >= 2x the others' + 10 points over %s (>= %d attempts)", f.consecutive, formatDuration(outlierWindow), outlierMinVolume)
 			maxOut := max(1, int(f.maxEjected*float64(len(names))))

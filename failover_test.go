@@ -490,7 +490,7 @@ func TestExplainFailover(t *testing.T) {
 	}
 	want := `  failover
     endpoints        3: https://eu.example, https://us.example, https://ap.example
-    choice           fewest in flight within the best health tier; a retry to an endpoint not tried yet
+    choice           fewest in flight within the best health tier; a retry or a hedge to an endpoint not tried yet
     ejects after     5 failing attempts in a row, or a failure rate >= 2x the others' + 10 points over 10s (>= 20 attempts)
     ejected for      5s, doubling on each ejection up to 60s, +10% jitter; at most 1 of 3 at once
     all out          the endpoint whose ejection ends first; a *BreakerError when every breaker is open

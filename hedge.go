@@ -3,7 +3,11 @@ package breakwater
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -17,7 +21,7 @@ import (
 //
 // The zero value is a sound configuration: hedge after the key's recent
 // 92nd percentile of attempt latency (never before 1 ms), at most one hedge
-// per call, at most 10 % extra requests per key.
+// per call, at most 10 % extra requests per key. See [WithHedging].
 type Hedging struct {
 	// Delay is how long an attempt runs before a hedge is sent. With
 	// Percentile zero and Delay set, the delay is fixed. With a
@@ -120,6 +124,16 @@ func newHedgeState() *hedgeState {
 	return &hedgeState{lat: latency.New(hedgeWindow), w: newRateWindow(hedgeWindow)}
 }
 
+// hedging returns the key's hedging state, made on first use: only keys
+// that calls are made to (not the endpoints of a failover) hold one.
+func (u *upstream) hedging() *hedgeState {
+	if s := u.hedge.Load(); s != nil {
+		return s
+	}
+	u.hedge.CompareAndSwap(nil, newHedgeState())
+	return u.hedge.Load()
+}
+
 // deposit counts one hedgeable call at now.
 func (s *hedgeState) deposit(now int64) { s.w.add(now, 1, 0) }
 
@@ -172,4 +186,103 @@ func (s *hedgeState) delayFor(now int64, h *hedging) (time.Duration, bool) {
 		return 0, false
 	}
 	return max(d, h.delay), true
+}
+
+// WithHedging sends hedged requests; see [Hedging] for the delay, the
+// number of hedges and the budget.
+//
+// Hedging lives inside the retry loop. A hedge is an attempt: it counts
+// toward the call's maximum attempts, takes a retry from the key's retry
+// budget as well as a hedge from the hedge budget, and passes the same
+// admission as any attempt (breaker, pause gate, rate limit, concurrency
+// limit), without waiting: a hedge that would have to wait for any of
+// them is not sent. With [WithFailover] a hedge goes to another endpoint
+// than the attempt it hedges when one is healthy.
+//
+// Only calls that may be repeated are hedged: an idempotent method (GET,
+// HEAD, OPTIONS, TRACE, PUT, DELETE), an Idempotency-Key or
+// X-Idempotency-Key header, or [RequestPolicy.Idempotent]; and a body, if
+// any, that GetBody can replay. Every copy carries the same bytes.
+//
+// The first acceptable answer wins: any answer but a failure the retry
+// loop would retry (an answer the loop would retry waits for the other
+// attempts still running; when all have failed, the loop decides on the
+// last failure as on any attempt's). The others are cancelled: a response
+// that already arrived is drained within the bounds of a discarded retry
+// and closed; their concurrency slots and probe leases are given back;
+// their cancellation counts neither for nor against the breaker, the
+// concurrency limit or outlier detection. The breaker is charged at most
+// once per call, as without hedging.
+//
+// Observers see hedges as attempts with [Event].Hedge set, and calls a
+// hedge answered as call ends with Hedge set; an attempt that lost is
+// reported, with category [Canceled], from its own goroutine when it ends,
+// which may be after the call's end. Hedging needs at least 2 attempts per
+// call; a [RequestPolicy] with MaxAttempts 1 turns it off for a request.
+func WithHedging(h Hedging) Option {
+	return optionFunc(func(c *config) {
+		r, err := h.resolve()
+		if err != nil {
+			c.errs = append(c.errs, err)
+			return
+		}
+		c.hedging = &r
+	})
+}
+
+// HedgeSnapshot is a point-in-time view of one key's hedging.
+type HedgeSnapshot struct {
+	Key string `json:"key"`
+	// Delay is how long an attempt runs before a hedge follows it now;
+	// zero while an adaptive delay has not seen enough attempts.
+	Delay        time.Duration `json:"-"`
+	DelaySeconds float64       `json:"delay_seconds"`
+	// Samples is the number of attempt latencies the adaptive delay is
+	// drawn from; Calls and Hedges count the key's hedgeable calls and the
+	// hedges sent over the last 10 s.
+	Samples int   `json:"samples"`
+	Calls   int64 `json:"calls"`
+	Hedges  int64 `json:"hedges"`
+}
+
+// hedgeSnapshots returns the hedging state of every key.
+func (t *Transport) hedgeSnapshots() []HedgeSnapshot {
+	now := t.now()
+	var out []HedgeSnapshot
+	t.keys.each(func(key string, u *upstream) {
+		s := u.hedge.Load()
+		if s == nil {
+			return
+		}
+		calls, hedges := s.w.sum(now)
+		snap := HedgeSnapshot{Key: key, Samples: s.lat.Count(now), Calls: calls, Hedges: hedges}
+		h := *t.cfg.hedging
+		if h.q > 0 {
+			if d, ok := s.lat.Quantile(now, h.q, hedgeMinSamples); ok {
+				snap.Delay = max(d, h.delay)
+			}
+		} else {
+			snap.Delay = h.delay
+		}
+		snap.DelaySeconds = snap.Delay.Seconds()
+		out = append(out, snap)
+	})
+	slices.SortFunc(out, func(a, b HedgeSnapshot) int { return strings.Compare(a.Key, b.Key) })
+	return out
+}
+
+// explainHedging describes the hedging of a Transport, if any.
+func (t *Transport) explainHedging(b *strings.Builder, line func(indent int, label, format string, args ...any)) {
+	c := &t.cfg
+	if h := c.hedging; h != nil {
+		b.WriteString("  hedging\n")
+		if h.q > 0 {
+			line(2, "after", "the key's p%s of recent first attempts, at least %s (once %d were seen)", strconv.FormatFloat(math.Round(h.q*1e4)/1e2, 'f', -1, 64), formatDuration(h.delay), hedgeMinSamples)
+		} else {
+			line(2, "after", "%s", formatDuration(h.delay))
+		}
+		line(2, "hedges", "up to %d per call, counted as attempts, admitted without waiting", h.maxHedges)
+		line(2, "budget", "%.0f%% extra requests per key over %s, and the retry budget", h.budget*100, formatDuration(hedgeWindow))
+		line(2, "applies to", "requests that may be repeated, with bodies GetBody replays")
+	}
 }

@@ -125,7 +125,7 @@ func (in *Insights) Observe(_ context.Context, e Event) {
 		default:
 			b.calls++
 			b.succeeded++
-			if e.Attempts > 1 {
+			if e.Retries > 0 {
 				b.retriedOK++
 			}
 		}

@@ -19,7 +19,8 @@ const (
 	// EventRetry: another attempt follows after Delay (Attempt is the one
 	// that failed, Category why).
 	EventRetry
-	// EventCallEnd: a call ended (Attempts, Category, Status, Duration, Err).
+	// EventCallEnd: a call ended (Attempts, Retries, Category, Status,
+	// Duration, Err).
 	EventCallEnd
 	// EventTransition: a breaker changed state (Transition).
 	EventTransition
@@ -71,12 +72,15 @@ func Mechanisms() []Mechanism {
 // the route pattern for inbound ones, never a client's address, so that it
 // can serve as a (capped) metric label.
 type Event struct {
-	Kind      EventKind
-	Key       string
-	Method    string
-	Route     string // inbound: the chi route pattern, never the raw path
-	Attempt   int
-	Attempts  int
+	Kind     EventKind
+	Key      string
+	Method   string
+	Route    string // inbound: the chi route pattern, never the raw path
+	Attempt  int
+	Attempts int
+	// Retries counts the retries among a call's attempts (EventCallEnd);
+	// hedges are attempts but not retries.
+	Retries   int
 	Category  Category
 	Status    int
 	Duration  time.Duration

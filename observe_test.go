@@ -65,6 +65,15 @@ func TestEventOrder(t *testing.T) {
 		if got := rec.kinds(); got != want {
 			t.Fatalf("events:\n got %s\nwant %s", got, want)
 		}
+		var retries []int
+		for _, e := range rec.events {
+			if e.Kind == bw.EventCallEnd {
+				retries = append(retries, e.Retries)
+			}
+		}
+		if fmt.Sprint(retries) != "[2 0 0]" {
+			t.Fatalf("retries of the three calls: %v, want [2 0 0]", retries)
+		}
 	})
 }
 

@@ -160,16 +160,16 @@ func ctxError(ctx context.Context) error {
 // buffering, melting, key, classifier); the timeout and breaker options are
 // ignored: compose [CallTimeout], [AttemptTimeout] and [BreakerStage]
 // around and inside it instead. It returns an error for invalid options,
-// and for [WithFailover], which needs the admission stages inside the
-// loop: use [NewTransport] for it.
+// and for [WithHedging] and [WithFailover], which need the admission
+// stages inside the loop: use [NewTransport] for them.
 func RetryStage(opts ...Option) (Stage, error) {
 	opts = append(opts[:len(opts):len(opts)], WithCallTimeout(0), WithAttemptTimeout(0), WithBreaker(WithBreakerMode(ModeDisabled)))
 	proto, err := NewTransport(opts...)
 	if err != nil {
 		return nil, err
 	}
-	if proto.eps != nil {
-		return nil, errors.New("breakwater: RetryStage cannot fail over, which needs the breaker and limits inside the loop; use NewTransport")
+	if proto.cfg.hedging != nil || proto.eps != nil {
+		return nil, errors.New("breakwater: RetryStage cannot hedge or fail over, which need the breaker and limits inside the loop; use NewTransport")
 	}
 	return func(next http.RoundTripper) http.RoundTripper {
 		t := *proto
@@ -181,7 +181,8 @@ func RetryStage(opts ...Option) (Stage, error) {
 
 // run is the retry loop. The call timeout is a deadline checked between
 // attempts and folded into each attempt's context, so one call costs one
-// timer per attempt.
+// timer per attempt. With hedging, a round of the loop may make several
+// attempts at once (race.go); the loop goes on with the one that answered.
 func (t *Transport) run(c *call) (*http.Response, error) {
 	if t.obs != nil {
 		c.start = t.now()
@@ -189,7 +190,8 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 	}
 	for {
 		c.attempts++
-		a := t.attempt(c)
+		c.rounds++
+		a := t.round(c)
 		resp, err, o, permit := a.resp, a.err, a.o, a.permit
 		t.limits.observe(c, resp, o)
 		c.throttled = o.Category == Throttled
@@ -209,6 +211,7 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 				c.budget.refund(t.now(), c.retried)
 			}
 			if resp != nil {
+				c.servedHedge = a.hedge
 				if a.ep != nil {
 					c.servedBy = a.ep.name
 				}

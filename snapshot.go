@@ -20,8 +20,10 @@ type Snapshot struct {
 	// Insights are the findings of the [Insights] observing the
 	// component: nil when none observes it, empty when it finds nothing.
 	Insights []Insight `json:"insights,omitzero"`
-	// Endpoints is set by a Transport with [WithFailover].
+	// Endpoints and Hedges are set by a Transport with [WithFailover] and
+	// [WithHedging].
 	Endpoints []EndpointSnapshot `json:"endpoints,omitempty"`
+	Hedges    []HedgeSnapshot    `json:"hedges,omitempty"`
 }
 
 // A Snapshotter reports its state; [Transport] and the inbound middleware
@@ -31,8 +33,8 @@ type Snapshotter interface {
 }
 
 // Snapshot returns the state of every breaker, token bucket, pause gate,
-// bulkhead and failover endpoint the transport holds, and the findings of
-// the [Insights] among its observers.
+// bulkhead, failover endpoint and hedging key the transport holds, and the
+// findings of the [Insights] among its observers.
 func (t *Transport) Snapshot() Snapshot {
 	s := Snapshot{At: time.Now(), Breakers: t.breakers.Snapshots()}
 	if t.limits.rate != nil {
@@ -52,6 +54,9 @@ func (t *Transport) Snapshot() Snapshot {
 	}
 	if t.eps != nil {
 		s.Endpoints = t.eps.snapshots(t.endpointState)
+	}
+	if t.cfg.hedging != nil {
+		s.Hedges = t.hedgeSnapshots()
 	}
 	return s
 }

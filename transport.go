@@ -22,7 +22,8 @@ import (
 //  7. the base transport (a clone of [http.DefaultTransport] when nil).
 //
 // With [WithFailover], each attempt first chooses an endpoint, and stages 3
-// to 5 are kept per endpoint.
+// to 5 are kept per endpoint; with [WithHedging], the retry loop may run an
+// attempt and its hedges at once, each through stages 3 to 7.
 //
 // Both timeouts, the concurrency slot and a half-open probe lease last until
 // the response body is closed or read to EOF, not until RoundTrip returns.
@@ -99,6 +100,7 @@ type config struct {
 	idleTTL            time.Duration
 	observers          []Observer
 	limits             limitsConfig // admission.go
+	hedging            *hedging     // hedge.go; nil: no hedging
 	failover           *failover    // failover.go; nil: one upstream
 	errs               []error
 }
@@ -359,6 +361,9 @@ func orDefault(d, def time.Duration) time.Duration {
 
 func (c *config) validate() error {
 	errs := c.errs
+	if c.hedging != nil && c.maxAttempts < 2 {
+		errs = append(errs, fmt.Errorf("breakwater: hedging needs at least 2 attempts per call (hedges are attempts), got %d", c.maxAttempts))
+	}
 	if c.callTimeout < 0 || c.attemptTimeout < 0 {
 		errs = append(errs, fmt.Errorf("breakwater: timeouts must be >= 0, got call %s and attempt %s", c.callTimeout, c.attemptTimeout))
 	}
@@ -440,13 +445,18 @@ type call struct {
 	// name is the call's key, for events and errors: key itself, except
 	// with failover, where key follows each attempt's endpoint.
 	name string
+	// hedge is the key's hedging state when the call may be hedged.
+	hedge *hedgeState
 	// tried has bit i set for the endpoints the call's attempts went to;
 	// repeatable says whether a failed attempt may be repeated elsewhere.
 	tried      uint64
 	repeatable bool
 	ep         *endpoint // the endpoint of the attempt being admitted
 	deposited  bool      // the call was counted in its retry budget
-	servedBy   string    // the endpoint that answered
+	rounds     int       // rounds of the retry loop: 1 + the retries decided
+	// served says which attempt answered: a hedge, at which endpoint.
+	servedHedge bool
+	servedBy    string
 }
 
 // RequestPolicy overrides a [Transport]'s settings for one request; attach
@@ -518,8 +528,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.cfg.bufferBodies > 0 && hasBody(req) && req.GetBody == nil {
 		c.req = bufferBody(req, t.cfg.bufferBodies)
 	}
-	if t.eps != nil {
+	if t.cfg.hedging != nil || t.eps != nil {
 		c.repeatable = hedgeable(c.req, c.pol.Idempotent)
+		if t.cfg.hedging != nil && c.repeatable && c.pol.MaxAttempts > 1 {
+			c.hedge = t.keys.get(c.name).hedging()
+			c.hedge.deposit(t.now())
+		}
 	}
 	if t.stage {
 		c.melt = &meltSlot{}
@@ -548,13 +562,13 @@ func (t *Transport) emit(c *call, e Event) {
 func (t *Transport) observeAttempt(c *call, a attemptResult, retry bool, wait time.Duration, budget bool) {
 	if a.o.Category == Rejected && a.err != nil {
 		if m := mechanismOf(a.err); m != "" { // else the body could not be replayed: no attempt
-			t.emit(c, Event{Kind: EventReject, Attempt: a.n, Mechanism: m, Err: a.err, Endpoint: a.endpointName()})
+			t.emit(c, Event{Kind: EventReject, Attempt: a.n, Mechanism: m, Err: a.err, Hedge: a.hedge, Endpoint: a.endpointName()})
 		}
 		return
 	}
 	c.ended = a.end
 	ep := a.endpointName()
-	t.emit(c, Event{Kind: EventAttempt, Attempt: a.n, Category: a.o.Category, Status: a.o.Status, Duration: time.Duration(c.ended - a.start), Err: a.err, Endpoint: ep})
+	t.emit(c, Event{Kind: EventAttempt, Attempt: a.n, Category: a.o.Category, Status: a.o.Status, Duration: time.Duration(c.ended - a.start), Err: a.err, Hedge: a.hedge, Endpoint: ep})
 	switch {
 	case retry:
 		t.emit(c, Event{Kind: EventRetry, Attempt: a.n, Category: a.o.Category, Status: a.o.Status, Delay: wait, Endpoint: ep})
@@ -571,8 +585,8 @@ func (t *Transport) end(c *call, o Outcome, err error) {
 		if now == 0 || o.Category == Canceled {
 			now = t.now()
 		}
-		t.emit(c, Event{Kind: EventCallEnd, Attempts: c.made, Category: o.Category, Status: o.Status, Duration: time.Duration(now - c.start), Err: err,
-			Endpoint: c.servedBy})
+		t.emit(c, Event{Kind: EventCallEnd, Attempts: c.made, Retries: max(c.rounds-1, 0), Category: o.Category, Status: o.Status, Duration: time.Duration(now - c.start), Err: err,
+			Hedge: c.servedHedge, Endpoint: c.servedBy})
 	}
 }
 

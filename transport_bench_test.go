@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"time"
 
 	bw "github.com/breakwater-go/breakwater"
 )
@@ -27,6 +28,9 @@ func BenchmarkTransport(b *testing.B) {
 		{"default", nil},
 		{"no_timeouts", []bw.Option{bw.WithCallTimeout(0), bw.WithAttemptTimeout(0)}},
 		{"retry_only", []bw.Option{bw.WithCallTimeout(0), bw.WithAttemptTimeout(0), bw.WithBreaker(bw.WithBreakerMode(bw.ModeDisabled))}},
+		// A hedge could follow every call, none is needed: the cost of
+		// racing the attempt against the hedge delay.
+		{"hedging", []bw.Option{bw.WithHedging(bw.Hedging{Delay: time.Second, Budget: 1})}},
 		{"failover", []bw.Option{bw.WithFailover(bw.Failover{Endpoints: []string{"https://a.example", "https://b.example", "https://c.example"}})}},
 	}
 	run := func(b *testing.B, rt http.RoundTripper) {

@@ -12,6 +12,7 @@ import (
 type upstream struct {
 	budget  *retryBudget // nil without a retry budget
 	answers answerTimes
+	hedge   atomic.Pointer[hedgeState] // made by the key's first hedgeable call (hedge.go)
 }
 
 // Hangs. An attempt that the caller's own deadline cut is a hang, and
