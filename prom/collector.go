@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,11 @@ const (
 	MetricBreakerTransitions     = "breakwater_breaker_transitions_total"
 	MetricInboundRequests        = "breakwater_inbound_requests_total"
 	MetricInboundRequestDuration = "breakwater_inbound_request_duration_seconds"
+	MetricHedges                 = "breakwater_hedges_total"
+	MetricHedgeWins              = "breakwater_hedge_wins_total"
+	MetricEndpointAttempts       = "breakwater_endpoint_attempts_total"
+	MetricEndpointEjected        = "breakwater_endpoint_ejected"
+	MetricEndpointEjections      = "breakwater_endpoint_ejections_total"
 )
 
 // An Option configures [New].
@@ -148,6 +154,8 @@ type descs struct {
 	callDur, attemptDur, wait                    *prometheus.Desc
 	inFlight, state, openSeconds, transitions    *prometheus.Desc
 	inbound, inboundDur                          *prometheus.Desc
+	hedges, hedgeWins                            *prometheus.Desc
+	epAttempts, epEjected, epEjections           *prometheus.Desc
 }
 
 var (
@@ -198,6 +206,11 @@ func New(reg prometheus.Registerer, opts ...Option) (*Collector, error) {
 		transitions: desc(MetricBreakerTransitions, "Circuit breaker state changes.", "key", "from", "to", "reason"),
 		inbound:     desc(MetricInboundRequests, "Inbound requests served through breakwater middleware.", "route", "method", "status_class", "category"),
 		inboundDur:  desc(MetricInboundRequestDuration, "Duration of inbound requests served through breakwater middleware.", "route"),
+		hedges:      desc(MetricHedges, "Hedges sent: attempts started while an earlier attempt of the same call was still running.", "key"),
+		hedgeWins:   desc(MetricHedgeWins, "Calls whose response came from a hedge.", "key"),
+		epAttempts:  desc(MetricEndpointAttempts, "Outbound attempts by failover endpoint and the category of their outcome.", "key", "endpoint", "category"),
+		epEjected:   desc(MetricEndpointEjected, "1 while a failover endpoint is ejected by outlier detection, else 0.", "key", "endpoint"),
+		epEjections: desc(MetricEndpointEjections, "Ejections of a failover endpoint, by reason.", "key", "endpoint", "reason"),
 	}
 	c.keys = newTable(o.maxKeys, max(4096, 4*o.maxKeys), c.keyLabel, c.newKeySeries)
 	c.routes = newTable(o.maxRoutes, max(4096, 4*o.maxRoutes), cleanLabel, c.newRouteSeries)
@@ -278,6 +291,9 @@ type keySeries struct {
 	rejects  []atomic.Uint64 // by mechanism; retry_budget's is also budget exhaustion
 	waits    []histogram     // by mechanism
 	breaker  breakerAgg      // state, open seconds and transitions
+	hedges   atomic.Uint64   // hedges sent
+	wins     atomic.Uint64   // calls a hedge answered
+	eps      endpoints       // failover endpoints
 }
 
 func (c *Collector) newKeySeries(label string) *keySeries {
@@ -322,11 +338,24 @@ func (c *Collector) Observe(_ context.Context, e breakwater.Event) {
 	case breakwater.EventCallStart:
 		c.keys.get(e.Key).starts.Add(1)
 	case breakwater.EventAttempt:
-		c.keys.get(e.Key).attempts[categoryIndex(e.Category)].observe(c.boundsNs, e.Duration)
+		ks := c.keys.get(e.Key)
+		ks.attempts[categoryIndex(e.Category)].observe(c.boundsNs, e.Duration)
+		if e.Hedge {
+			ks.hedges.Add(1)
+		}
+		if e.Endpoint != "" {
+			ks.eps.get(e.Endpoint).attempts[categoryIndex(e.Category)].Add(1)
+		}
 	case breakwater.EventRetry:
 		c.keys.get(e.Key).retries[categoryIndex(e.Category)].Add(1)
 	case breakwater.EventCallEnd:
-		c.keys.get(e.Key).calls[categoryIndex(e.Category)].observe(c.boundsNs, e.Duration)
+		ks := c.keys.get(e.Key)
+		ks.calls[categoryIndex(e.Category)].observe(c.boundsNs, e.Duration)
+		if e.Hedge {
+			ks.wins.Add(1)
+		}
+	case breakwater.EventHealth:
+		c.keys.get(e.Key).eps.get(e.Endpoint).health(e)
 	case breakwater.EventReject:
 		c.keys.get(e.Key).rejects[mechanismIndex(e.Mechanism)].Add(1)
 	case breakwater.EventWait:
@@ -354,6 +383,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, desc := range []*prometheus.Desc{
 		d.calls, d.attempts, d.retries, d.budget, d.rejections, d.callDur, d.attemptDur, d.wait,
 		d.inFlight, d.state, d.openSeconds, d.transitions, d.inbound, d.inboundDur,
+		d.hedges, d.hedgeWins, d.epAttempts, d.epEjected, d.epEjections,
 	} {
 		ch <- desc
 	}
@@ -415,6 +445,28 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		for t, n := range transitions {
 			ch <- c.constMetric(d.transitions, prometheus.CounterValue, float64(n), ks.label, t.from, t.to, t.reason)
 		}
+		if n := ks.hedges.Load(); n > 0 {
+			ch <- c.constMetric(d.hedges, prometheus.CounterValue, float64(n), ks.label)
+			ch <- c.constMetric(d.hedgeWins, prometheus.CounterValue, float64(ks.wins.Load()), ks.label)
+		}
+		ks.eps.each(func(es *endpointSeries) {
+			for i := range es.attempts {
+				if n := es.attempts[i].Load(); n > 0 {
+					ch <- c.constMetric(d.epAttempts, prometheus.CounterValue, float64(n), ks.label, es.label, categoryNames[i])
+				}
+			}
+			es.mu.Lock()
+			ejected := 0.0
+			if es.ejected {
+				ejected = 1
+			}
+			ejections := maps.Clone(es.ejections)
+			es.mu.Unlock()
+			ch <- c.constMetric(d.epEjected, prometheus.GaugeValue, ejected, ks.label, es.label)
+			for reason, n := range ejections {
+				ch <- c.constMetric(d.epEjections, prometheus.CounterValue, float64(n), ks.label, es.label, reason)
+			}
+		})
 	})
 	c.routes.each(func(rs *routeSeries) {
 		for i := range rs.requests {

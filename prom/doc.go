@@ -30,6 +30,11 @@
 //	breakwater_breaker_state{key}                             gauge      0 closed, 1 half-open, 2 open
 //	breakwater_breaker_open_seconds{key}                      gauge      seconds since the breaker last left closed; 0 when closed
 //	breakwater_breaker_transitions_total{key,from,to,reason}  counter    breaker state changes
+//	breakwater_hedges_total{key}                              counter    hedges sent (WithHedging)
+//	breakwater_hedge_wins_total{key}                          counter    calls a hedge answered
+//	breakwater_endpoint_attempts_total{key,endpoint,category} counter    attempts per failover endpoint (WithFailover)
+//	breakwater_endpoint_ejected{key,endpoint}                 gauge      1 while outlier detection has the endpoint out
+//	breakwater_endpoint_ejections_total{key,endpoint,reason}  counter    ejections: failures, outlier, probe_failed
 //
 // Inbound, from the middleware's request events (Route is the chi route
 // pattern):
@@ -61,6 +66,8 @@
 //     "timeout", "route_breaker"), [OtherLabel] for anything else.
 //   - from, to: "closed", "half_open", "open".
 //   - reason: the names of [breakwater.Reason], [OtherLabel] for anything else.
+//   - endpoint: a failover endpoint's base URL, as configured (a bounded
+//     set), cleaned like key; after 64 per key, [OtherLabel].
 //   - method: GET, HEAD, POST, PUT, PATCH, DELETE, CONNECT, OPTIONS, TRACE
 //     (matched case-insensitively), [OtherLabel] for anything else.
 //   - status_class: "1xx" to "5xx", [OtherLabel] outside 100–599.
@@ -88,15 +95,17 @@
 //
 // # Counting invariant
 //
-// Each outbound call makes one try, plus one per retry decided. A try is
-// either an attempt, counted in breakwater_attempts_total, or a refusal
-// before anything is sent, counted in breakwater_rejections_total under
-// any outbound mechanism but retry_budget ("breaker", "rate_limit",
-// "pause", "concurrency", or "other"); a retry_budget rejection refuses a
-// retry after an attempt, not a try. So, for every key of a transport,
-// summed over categories and mechanisms:
+// Each outbound call makes one try, plus one per retry decided and one per
+// hedge sent. A try is either an attempt, counted in
+// breakwater_attempts_total, or a refusal before anything is sent, counted
+// in breakwater_rejections_total under any outbound mechanism but
+// retry_budget ("breaker", "rate_limit", "pause", "concurrency", or
+// "other"); a retry_budget rejection refuses a retry after an attempt, not
+// a try, and a hedge that admission would have made wait is simply not
+// sent. So, for every key of a transport, summed over categories and
+// mechanisms:
 //
-//	calls_total + retries_total = attempts_total + rejections_total{mechanism!="retry_budget"}
+//	calls_total + retries_total + hedges_total = attempts_total + rejections_total{mechanism!="retry_budget"}
 //
 // One kind of call breaks the equality, by one each: a call whose context
 // ends while it waits before a retry decided that retry but never tried
