@@ -60,7 +60,9 @@ func Builders() []Builder {
 			st.Name = "breakwater-nohedge"
 			return st, err
 		}},
+		{"breakwater", func(b http.RoundTripper) (stacks.Stack, error) { return stacks.BreakwaterHedge(b, 0) }},
 		{"failsafe-go", func(b http.RoundTripper) (stacks.Stack, error) { return stacks.FailsafeHedge(b, 0), nil }},
+		{"breakwater-fixed", func(b http.RoundTripper) (stacks.Stack, error) { return stacks.BreakwaterHedge(b, FixedDelay) }},
 		{"failsafe-go-fixed", func(b http.RoundTripper) (stacks.Stack, error) { return stacks.FailsafeHedge(b, FixedDelay), nil }},
 	}
 }
