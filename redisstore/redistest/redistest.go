@@ -1,6 +1,7 @@
 // Package redistest starts real redis-server processes for tests, on free
 // loopback ports, and stops them: standalone servers that a test can kill
-// and restart by their PID, and small Redis Clusters.
+// and restart by their PID, and small Redis Clusters. A [Monitor] records
+// what a server runs, timed by the server's own clock.
 //
 // redis-server must be on PATH (on Debian, the redis-server package;
 // scripts/deps.sh in breakwater's repository installs it). Without it,
