@@ -47,27 +47,35 @@ import (
 	"github.com/breakwater-go/breakwater/redisstore/redistest"
 )
 
-// TestClaimSharedLimits: three replicas, each with its own go-redis
-// client, share one inbound per-client limit (40/s, burst 10) and one
-// outbound quota (20/s, burst 5) on one redis-server.
+// TestClaimSharedLimits: three replica processes, each with its own
+// go-redis client, share one inbound per-client limit (40/s, burst 10)
+// and one outbound quota (20/s, burst 5) on one redis-server.
 func TestClaimSharedLimits(t *testing.T) {
 	srv := redistest.New(t)
 	mon := srv.Monitor(t)
 	up := newLimitsUpstream(t)
-	var reps []*replica
-	var urls []string
-	for i := range 3 {
-		r, err := startReplica(replicaConfig{Index: i, Redis: srv.Addr, Upstream: up.srv.URL})
+	procs := make([]*replicaProcess, 3)
+	for i := range procs {
+		procs[i] = startReplicaProcess(t, replicaConfig{Index: i, Redis: srv.Addr, Upstream: up.srv.URL})
+	}
+	urls := make([]string, len(procs))
+	for i, p := range procs {
+		u, err := p.waitURL(20 * time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(r.close)
-		reps = append(reps, r)
-		urls = append(urls, r.URL())
+		urls[i] = u
 	}
 	rep := runLimits(t, mon, up, urls, 2500*time.Millisecond)
-	for _, r := range reps {
-		rep.stats = append(rep.stats, r.store.Stats())
+	for _, p := range procs {
+		p.stop()
+	}
+	for i, p := range procs {
+		st, err := p.wait(10 * time.Second)
+		if err != nil {
+			t.Errorf("replica %d: %v", i, err)
+		}
+		rep.stats = append(rep.stats, st)
 	}
 	rep.log(t)
 	for _, err := range rep.check() {

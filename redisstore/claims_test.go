@@ -3,8 +3,9 @@ package redisstore_test
 // The claims of cluster mode, shown on a real redis-server that each test
 // starts on a free loopback port (redistest). Each "replica" is a full
 // stack of its own: its own go-redis client and connection pool, Store,
-// registries, HTTP server and Transport, as separate processes would
-// have; they share nothing but Redis.
+// registries, HTTP server and Transport; they share nothing but Redis.
+// The shared-limits claim (claim_limits_test.go) runs its replicas as
+// separate OS processes; the others run them in this one.
 
 import (
 	"context"

@@ -2,16 +2,27 @@ package redisstore_test
 
 // A replica of a service in cluster mode, as the shared-limits claim runs
 // it: a full stack with its own go-redis client, Store, inbound per-client
-// limit and outbound quota, serving HTTP on a loopback port.
+// limit and outbound quota, serving HTTP on a loopback port. The claim
+// starts three of them as separate OS processes (this test binary run
+// again with replicaEnv set); the checks of the claim's measurement run
+// them in process.
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"strconv"
+	"strings"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,6 +38,10 @@ const (
 	inLimit, inBurst   = 40, 10
 	outLimit, outBurst = 20, 5
 )
+
+// replicaEnv selects the replica role of this test binary; its value is
+// the replica's configuration in JSON.
+const replicaEnv = "BREAKWATER_TEST_REPLICA"
 
 // Faults that make a replica over-admit, to show that the claim's
 // measurement catches them.
@@ -133,4 +148,133 @@ func (f *faultyLimiter) Take(ctx context.Context, key string, limit rate.Limit, 
 		}
 	}
 	return f.SharedLimiter.Take(ctx, key, limit, burst, maxWait)
+}
+
+// TestReplicaProcess is the body of a replica process: it does nothing
+// unless replicaEnv is set. It prints "replica-url <url>" once serving,
+// runs until its standard input closes, then prints "replica-stats
+// <json>" with its Store's counters and returns (and TestMain checks that
+// it leaked no goroutine).
+func TestReplicaProcess(t *testing.T) {
+	conf := os.Getenv(replicaEnv)
+	if conf == "" {
+		return // not a replica process
+	}
+	var cfg replicaConfig
+	if err := json.Unmarshal([]byte(conf), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	r, err := startReplica(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("replica-url %s\n", r.URL())
+	io.Copy(io.Discard, os.Stdin)
+	st, _ := json.Marshal(r.store.Stats())
+	r.close()
+	fmt.Printf("replica-stats %s\n", st)
+}
+
+// replicaProcess is a replica running as a child process.
+type replicaProcess struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	lines  chan string // the child's standard output, closed at EOF
+	stderr bytes.Buffer
+	url    string
+}
+
+// startReplicaProcess starts this test binary again as replica cfg and
+// waits until it serves. The process is killed when t ends if it still
+// runs.
+func startReplicaProcess(t *testing.T, cfg replicaConfig) *replicaProcess {
+	t.Helper()
+	conf, _ := json.Marshal(cfg)
+	p := &replicaProcess{lines: make(chan string, 16)}
+	p.cmd = exec.Command(os.Args[0], "-test.run=^TestReplicaProcess$", "-test.timeout=2m")
+	p.cmd.Env = append(os.Environ(), replicaEnv+"="+string(conf))
+	p.cmd.Stderr = &p.stderr
+	var err error
+	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(p.lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			p.cmd.Process.Kill()
+			for range p.lines {
+			}
+			p.cmd.Wait()
+		}
+	})
+	return p
+}
+
+// waitURL waits until the replica prints its URL.
+func (p *replicaProcess) waitURL(timeout time.Duration) (string, error) {
+	deadline := time.After(timeout)
+	for {
+		select {
+		case line, ok := <-p.lines:
+			if !ok {
+				return "", fmt.Errorf("replica exited before serving: %s", p.stderr.String())
+			}
+			if u, found := strings.CutPrefix(line, "replica-url "); found {
+				p.url = u
+				return u, nil
+			}
+		case <-deadline:
+			return "", fmt.Errorf("replica not serving after %v", timeout)
+		}
+	}
+}
+
+// stop tells the replica to stop: it closes the replica's standard input.
+func (p *replicaProcess) stop() { p.stdin.Close() }
+
+// wait waits for the replica to exit after stop and returns its Store's
+// counters; an error if it failed (a goroutine leak included) or did not
+// exit within timeout.
+func (p *replicaProcess) wait(timeout time.Duration) (redisstore.Stats, error) {
+	var st redisstore.Stats
+	var out []string
+	deadline := time.After(timeout)
+	for done := false; !done; {
+		select {
+		case line, ok := <-p.lines:
+			if !ok {
+				done = true
+				break
+			}
+			out = append(out, line)
+			if s, found := strings.CutPrefix(line, "replica-stats "); found {
+				if err := json.Unmarshal([]byte(s), &st); err != nil {
+					return st, err
+				}
+			}
+		case <-deadline:
+			p.cmd.Process.Kill()
+			for range p.lines {
+			}
+			p.cmd.Wait()
+			return st, fmt.Errorf("replica did not exit within %v", timeout)
+		}
+	}
+	if err := p.cmd.Wait(); err != nil {
+		return st, fmt.Errorf("replica: %v\n%s\n%s", err, strings.Join(out, "\n"), p.stderr.String())
+	}
+	return st, nil
 }
