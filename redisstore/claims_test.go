@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -39,47 +40,71 @@ func newRedisClient(t testing.TB, addr string) *redis.Client {
 }
 
 // TestClaimSharedPause: one replica's 429 with Retry-After: 1 holds the
-// upstream's key on every replica: no replica sends a request before the
-// pause ends, once the pause has reached it.
+// upstream's key on every replica: once the pause has reached a replica,
+// none of its requests reaches the upstream before the pause ends.
+//
+// Pauses travel after the fact, so a request that a replica let through
+// before the pause reached it still goes out: the test tells those apart
+// by when each request started, against when the pause took effect on
+// its replica (stamped after the gates had it in force), rather than by a
+// grace period after the 429 that a loaded machine can outrun.
 func TestClaimSharedPause(t *testing.T) {
 	srv := redistest.New(t)
+	type arrival struct {
+		replica          int
+		started, arrived time.Time
+	}
 	var (
-		mu      sync.Mutex
-		t429    time.Time
-		arrived []time.Time
+		mu       sync.Mutex
+		start    time.Time
+		t429     time.Time
+		arrivals []arrival
 	)
-	start := time.Now()
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
 		now := time.Now()
-		arrived = append(arrived, now)
+		var a arrival
+		fmt.Sscan(r.Header.Get("X-Replica"), &a.replica)
+		started, _ := strconv.ParseInt(r.Header.Get("X-Started"), 10, 64)
+		a.started, a.arrived = time.Unix(0, started), now.Round(0)
+		arrivals = append(arrivals, a)
 		if t429.IsZero() && now.Sub(start) > 300*time.Millisecond {
-			t429 = now
+			t429 = now.Round(0)
 			w.Header().Set("Retry-After", "1")
 			w.WriteHeader(http.StatusTooManyRequests)
 		}
 	}))
 	defer upstream.Close()
 
-	var wg sync.WaitGroup
-	deadline := start.Add(1800 * time.Millisecond)
-	for i := range 3 {
+	buses := make([]*pauseRecorder, 3)
+	clients := make([]*http.Client, 3)
+	for i := range buses {
 		store := newStore(t, newRedisClient(t, srv.Addr), redisstore.WithBudget(claimBudget))
 		bus, err := store.Bus("pauses")
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr, err := bw.NewTransport(bw.WithPauseGate(bw.WithSharedPauses(bus)), bw.WithMaxAttempts(1))
+		buses[i] = &pauseRecorder{ClusterBus: bus}
+		tr, err := bw.NewTransport(bw.WithPauseGate(bw.WithSharedPauses(buses[i])), bw.WithMaxAttempts(1))
 		if err != nil {
 			t.Fatal(err)
 		}
-		client := &http.Client{Transport: tr}
-		defer client.CloseIdleConnections()
+		clients[i] = &http.Client{Transport: tr}
+		defer clients[i].CloseIdleConnections()
+	}
+	waitSubscribers(t, srv.Addr, "breakwater:bus:pauses", 3)
+	mu.Lock()
+	start = time.Now()
+	mu.Unlock()
+	var wg sync.WaitGroup
+	for i, client := range clients {
 		wg.Go(func() {
-			for time.Now().Before(deadline) {
+			for deadline := start.Add(1800 * time.Millisecond); time.Now().Before(deadline); {
 				ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, upstream.URL+fmt.Sprint("/?r=", i), nil)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, upstream.URL, nil)
+				req.Header.Set("X-Replica", fmt.Sprint(i))
+				req.Header.Set("X-Started", fmt.Sprint(time.Now().UnixNano()))
 				if resp, err := client.Do(req); err == nil {
 					io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
@@ -96,27 +121,112 @@ func TestClaimSharedPause(t *testing.T) {
 	if t429.IsZero() {
 		t.Fatal("the upstream never answered 429")
 	}
-	// Requests already on their way when the 429 was written arrive
-	// within the propagation time; after that, none until the pause ends.
-	const grace = 20 * time.Millisecond
-	var inFlight, during, after int
-	for _, a := range arrived {
-		switch d := a.Sub(t429); {
-		case d <= 0:
-		case d < grace:
-			inFlight++
-		case d < time.Second:
-			during++
-		default:
-			after++
+	// When the pause took effect on each replica, and a time before which
+	// it cannot have ended there: the replica that saw the 429 paused for
+	// a second after it; the others for the time left that they were
+	// sent, from when they received it.
+	applied, ends := make([]time.Time, len(buses)), make([]time.Time, len(buses))
+	for i, b := range buses {
+		at, end, origin, ok := b.first()
+		if !ok {
+			t.Fatalf("the pause never reached replica %d", i)
+		}
+		if origin {
+			end = t429.Add(time.Second)
+		}
+		applied[i], ends[i] = at, end
+		t.Logf("replica %d paused %v after the 429 (set it there: %v)", i, at.Sub(t429), origin)
+		if lag := at.Sub(t429); lag > 100*time.Millisecond {
+			t.Errorf("the pause reached replica %d %v after the 429, want within 100ms", i, lag)
 		}
 	}
-	t.Logf("after the 429: %d requests within %v (already admitted), %d during the rest of the pause, %d after it", inFlight, grace, during, after)
-	if during != 0 {
-		t.Fatalf("%d requests reached the upstream during the pause", during)
+	var inFlight, held, after int
+	for _, a := range arrivals {
+		switch {
+		case !a.arrived.After(t429):
+		case !a.arrived.Before(ends[a.replica]):
+			after++
+		case a.started.Before(applied[a.replica]):
+			inFlight++ // let through before the pause reached its replica
+		default:
+			held++
+			if held <= 5 {
+				t.Errorf("replica %d started a request %v after the pause took effect there; it reached the upstream %v after the 429, before the pause ended",
+					a.replica, a.started.Sub(applied[a.replica]), a.arrived.Sub(t429))
+			}
+		}
 	}
+	t.Logf("%d requests; after the 429: %d already let through before the pause reached their replica, %d let through during it, %d after it", len(arrivals), inFlight, held, after)
 	if after == 0 {
 		t.Fatal("no request after the pause: the test shows nothing")
+	}
+}
+
+// pauseRecorder is a bus that records when a pause first took effect on
+// its replica: after the gates applied one from another replica, or when
+// they publish their own (which they do once it is in force).
+type pauseRecorder struct {
+	bw.ClusterBus
+	mu     sync.Mutex
+	at     time.Time
+	end    time.Time // a time before which the pause cannot end
+	origin bool
+}
+
+func (b *pauseRecorder) Publish(e bw.ClusterEvent) {
+	if e.For > 0 {
+		b.record(time.Now(), time.Time{}, true)
+	}
+	b.ClusterBus.Publish(e)
+}
+
+func (b *pauseRecorder) Subscribe(fn func(bw.ClusterEvent)) {
+	b.ClusterBus.Subscribe(func(e bw.ClusterEvent) {
+		before := time.Now()
+		fn(e)
+		if e.For > 0 {
+			b.record(time.Now(), before.Add(e.For), false)
+		}
+	})
+}
+
+func (b *pauseRecorder) record(at, end time.Time, origin bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.at.IsZero() {
+		b.at, b.end, b.origin = at.Round(0), end.Round(0), origin
+	}
+}
+
+func (b *pauseRecorder) first() (at, end time.Time, origin, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.at, b.end, b.origin, !b.at.IsZero()
+}
+
+// waitSubscribers waits until channel has n subscribers on the servers at
+// addrs together (the nodes of a Cluster each count their own), so that a
+// message published next reaches them all.
+func waitSubscribers(t *testing.T, addr, channel string, n int64, more ...string) {
+	t.Helper()
+	var cs []*redis.Client
+	for _, a := range append([]string{addr}, more...) {
+		c := redis.NewClient(&redis.Options{Addr: a})
+		defer c.Close()
+		cs = append(cs, c)
+	}
+	if !waitFor(t, 5*time.Second, func() bool {
+		var sum int64
+		for _, c := range cs {
+			m, err := c.PubSubNumSub(context.Background(), channel).Result()
+			if err != nil {
+				return false
+			}
+			sum += m[channel]
+		}
+		return sum >= n
+	}) {
+		t.Fatalf("%s: fewer than %d subscribers after 5s", channel, n)
 	}
 }
 
