@@ -287,7 +287,7 @@ func TestClaimTripPropagation(t *testing.T) {
 		}
 		regs = append(regs, bs)
 	}
-	time.Sleep(100 * time.Millisecond) // subscriptions established
+	waitSubscribers(t, srv.Addr, "breakwater:bus:trips", 3)
 	start := time.Now()
 	for range 3 {
 		regs[0].Melt("payments", bw.ServerError)
@@ -336,7 +336,7 @@ func TestClaimQuorum(t *testing.T) {
 		bs, _ := bw.NewBreakers(bw.WithPolicy(bw.Consecutive(1)), bw.WithSharedTrips(bus))
 		regs = append(regs, bs)
 	}
-	time.Sleep(100 * time.Millisecond)
+	waitSubscribers(t, srv.Addr, "breakwater:bus:trips", 3)
 	regs[0].Melt("search", bw.ServerError)
 	time.Sleep(300 * time.Millisecond) // three reconcile rounds
 	if s1, s2 := regs[1].State("search"), regs[2].State("search"); s1 != bw.StateClosed || s2 != bw.StateClosed {
@@ -509,7 +509,7 @@ func TestClaimRedisCluster(t *testing.T) {
 			t.Fatalf("store %d on the cluster: %+v", i, st)
 		}
 	}
-	time.Sleep(100 * time.Millisecond)
+	waitSubscribers(t, cl.Addrs()[0], "breakwater:bus:trips", 2, cl.Addrs()[1:]...)
 	brs[0].Trip("ledger", 5*time.Second)
 	if !waitFor(t, time.Second, func() bool { return brs[1].State("ledger") == bw.StateOpen }) {
 		t.Fatal("a trip did not cross the cluster")
