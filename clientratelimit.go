@@ -89,6 +89,7 @@ type ClientRateLimit struct {
 
 	policyName string
 	window     int64    // seconds
+	interval   int64    // ns between two tokens of a bucket
 	policyHdr  []string // the RateLimit-Policy value, shared, never modified
 	limitHdr   []string // X-RateLimit-Limit
 	table      [][]string
@@ -128,6 +129,7 @@ func NewClientRateLimit(rl *RateLimiters, key KeyFunc, opts ...ClientRateLimitOp
 	}
 	burst := rl.Burst()
 	crl.window = max(1, int64(math.Ceil(float64(burst)/float64(rl.Limit()))))
+	crl.interval = newGCRAParams(rl.Limit(), burst).interval
 	crl.policyHdr = []string{`"` + c.policy + `";q=` + strconv.Itoa(burst) + ";w=" + strconv.FormatInt(crl.window, 10)}
 	crl.limitHdr = []string{strconv.Itoa(burst)}
 	if n := (int64(burst) + 1) * (crl.window + 1); n <= rateTableMax {
@@ -193,7 +195,7 @@ func (crl *ClientRateLimit) storeKey(k string) string {
 // only reads header values, and Set, Add and Del replace or copy them.
 func (crl *ClientRateLimit) setHeaders(h http.Header, st RateStatus) {
 	r := int64(st.Remaining)
-	t := min(retryAfterCeil(nextQuota(st)), crl.window)
+	t := min(retryAfterCeil(nextQuota(st, crl.interval)), crl.window)
 	h["Ratelimit-Policy"] = crl.policyHdr
 	if i := r*(crl.window+1) + t; crl.table != nil && r <= int64(st.Burst) && i < int64(len(crl.table)) {
 		h["Ratelimit"] = crl.table[i]
@@ -207,23 +209,23 @@ func (crl *ClientRateLimit) setHeaders(h http.Header, st RateStatus) {
 	}
 }
 
-// nextQuota is how long until st's bucket gains its next whole token: the
-// RateLimit field's t, "the number of seconds until additional quota is
-// made available" (draft-ietf-httpapi-ratelimit-headers). With no token
-// left it is RetryAfter, so t and Retry-After say the same; for a full
-// bucket it is 0.
-func nextQuota(st RateStatus) time.Duration {
+// nextQuota is how long until st's bucket, which gains a token every
+// interval, gains its next whole token: the RateLimit field's t, "the
+// number of seconds until additional quota is made available"
+// (draft-ietf-httpapi-ratelimit-headers). With no token left it is
+// RetryAfter, so t and Retry-After say the same; for a full bucket it is
+// 0.
+func nextQuota(st RateStatus, interval int64) time.Duration {
 	if st.Remaining == 0 {
 		return st.RetryAfter
 	}
-	if st.Reset <= 0 || !(st.Limit > 0) || st.Limit >= Unlimited {
+	if st.Reset <= 0 || interval <= 0 {
 		return 0
 	}
-	interval := time.Duration(newGCRAParams(st.Limit, st.Burst).interval)
-	if r := st.Reset % interval; r != 0 {
+	if r := st.Reset % time.Duration(interval); r != 0 {
 		return r
 	}
-	return interval
+	return time.Duration(interval)
 }
 
 // retryAfterCeil is d in whole seconds, rounded up (0 for d <= 0).
