@@ -38,6 +38,9 @@ func RemoteAddrKey(r *http.Request) string {
 
 func remoteKey(remote string) string {
 	host := splitHost(remote)
+	if isIPv4(host) {
+		return host // the canonical form, the only one ParseAddr accepts
+	}
 	ip, err := netip.ParseAddr(host)
 	if err != nil {
 		return remote
@@ -46,6 +49,39 @@ func remoteKey(remote string) string {
 		return host // ParseAddr accepts only the canonical IPv4 form
 	}
 	return ipKey(ip)
+}
+
+// isIPv4 reports whether s is an IPv4 address as [netip.ParseAddr]
+// accepts one: four decimal fields of 0 to 255, without leading zeros,
+// separated by dots. It is ParseAddr's answer for IPv4 without building
+// the address.
+func isIPv4(s string) bool {
+	if len(s) < len("0.0.0.0") || len(s) > len("255.255.255.255") {
+		return false
+	}
+	fields, val, digits := 0, 0, 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			if digits == 1 && val == 0 {
+				return false // a leading zero
+			}
+			val = val*10 + int(c-'0')
+			digits++
+			if val > 255 {
+				return false
+			}
+		case c == '.':
+			if digits == 0 || fields == 3 {
+				return false
+			}
+			fields++
+			val, digits = 0, 0
+		default:
+			return false
+		}
+	}
+	return fields == 3 && digits > 0
 }
 
 // splitHost strips a port and IPv6 brackets without allocating.

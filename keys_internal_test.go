@@ -1,0 +1,65 @@
+package breakwater
+
+import (
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+)
+
+// isIPv4 must give netip.ParseAddr's answer for IPv4, on every string.
+func checkIPv4(t *testing.T, s string) {
+	t.Helper()
+	ip, err := netip.ParseAddr(s)
+	if want := err == nil && ip.Is4(); isIPv4(s) != want {
+		t.Errorf("isIPv4(%q) = %v, ParseAddr says %v (%v)", s, !want, want, err)
+	}
+}
+
+func TestIsIPv4MatchesParseAddr(t *testing.T) {
+	for _, s := range []string{
+		"0.0.0.0", "1.2.3.4", "192.0.2.255", "255.255.255.255", "10.0.0.1",
+		"", "1.2.3", "1.2.3.4.5", "1.2.3.", ".1.2.3", "1..2.3", "256.1.1.1", "1.2.3.256",
+		"01.2.3.4", "1.2.3.04", "1.2.3.00", "0.0.0.00", "1.2.3.4 ", " 1.2.3.4", "1.2.3.4%eth0",
+		"1.2.3.4:80", "::ffff:1.2.3.4", "::1", "a.b.c.d", "1.2.3.-4", "1.2.3.+4", "999.1.1.1",
+		"1.2.3.4/8", "0x1.2.3.4", "1.2.3.1234", "1111.2.3.4",
+	} {
+		checkIPv4(t, s)
+	}
+	// Random strings over the characters that matter.
+	r := rand.New(rand.NewPCG(1, 2))
+	const chars = "0123456789.....:%a"
+	b := make([]byte, 0, 20)
+	for range 200_000 {
+		b = b[:0]
+		for range r.IntN(18) {
+			b = append(b, chars[r.IntN(len(chars))])
+		}
+		checkIPv4(t, string(b))
+		if t.Failed() {
+			return
+		}
+	}
+	// Random addresses, some with their fields padded.
+	for range 50_000 {
+		s := ""
+		for i := range 4 {
+			if i > 0 {
+				s += "."
+			}
+			v := r.IntN(300)
+			switch r.IntN(4) {
+			case 0:
+				s += "0"
+			}
+			s += itoa(int64(v))
+		}
+		checkIPv4(t, s)
+	}
+}
+
+func FuzzIsIPv4(f *testing.F) {
+	for _, s := range []string{"1.2.3.4", "01.2.3.4", "256.0.0.0", "1.2.3", "::1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) { checkIPv4(t, s) })
+}
