@@ -56,7 +56,7 @@ func TestClaimSharedLimits(t *testing.T) {
 	up := newLimitsUpstream(t)
 	procs := make([]*replicaProcess, 3)
 	for i := range procs {
-		procs[i] = startReplicaProcess(t, replicaConfig{Index: i, Redis: srv.Addr, Upstream: up.srv.URL})
+		procs[i] = startReplicaProcess(t, replicaConfig{Index: i, Redis: srv.Addr, Upstream: up.srv.URL, Policy: claimPolicy})
 	}
 	urls := make([]string, len(procs))
 	for i, p := range procs {
@@ -66,7 +66,7 @@ func TestClaimSharedLimits(t *testing.T) {
 		}
 		urls[i] = u
 	}
-	rep := runLimits(t, mon, up, urls, 2500*time.Millisecond)
+	rep := runLimits(t, mon, up, urls, claimPolicy, 2500*time.Millisecond)
 	for _, p := range procs {
 		p.stop()
 	}
@@ -85,8 +85,11 @@ func TestClaimSharedLimits(t *testing.T) {
 
 // TestClaimSharedLimitsCatchesOverAdmission: the claim's measurement
 // fails replicas that admit more than the limit, whether the store admits
-// too much or a replica admits without the store.
+// too much or a replica admits without the store. The limits are lower
+// than the claim's, so that the load saturates them even on a busy
+// machine that runs the whole stack in this one process.
 func TestClaimSharedLimitsCatchesOverAdmission(t *testing.T) {
+	policy := limitsPolicy{InLimit: 10, InBurst: 5, OutLimit: 5, OutBurst: 2}
 	for _, tc := range []struct {
 		fault string
 		want  []string
@@ -101,7 +104,7 @@ func TestClaimSharedLimitsCatchesOverAdmission(t *testing.T) {
 			var reps []*replica
 			var urls []string
 			for i := range 3 {
-				r, err := startReplica(replicaConfig{Index: i, Redis: srv.Addr, Upstream: up.srv.URL, Fault: tc.fault})
+				r, err := startReplica(replicaConfig{Index: i, Redis: srv.Addr, Upstream: up.srv.URL, Policy: policy, Fault: tc.fault})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -109,7 +112,7 @@ func TestClaimSharedLimitsCatchesOverAdmission(t *testing.T) {
 				reps = append(reps, r)
 				urls = append(urls, r.URL())
 			}
-			rep := runLimits(t, mon, up, urls, 1500*time.Millisecond)
+			rep := runLimits(t, mon, up, urls, policy, 1500*time.Millisecond)
 			for _, r := range reps {
 				rep.stats = append(rep.stats, r.store.Stats())
 			}
@@ -151,6 +154,7 @@ func newLimitsUpstream(t *testing.T) *limitsUpstream {
 
 // limitsReport is what one run measured.
 type limitsReport struct {
+	policy            limitsPolicy
 	d                 time.Duration
 	inAdmit, outAdmit []time.Time // admissions on Redis's clock
 	answered          []time.Time // admitted answers, when the client got them
@@ -163,8 +167,8 @@ type limitsReport struct {
 
 // runLimits offers about 300 requests/s, spread evenly over the replicas
 // at urls, for d, and collects what Redis, the client and the upstream saw.
-func runLimits(t *testing.T, mon *redistest.Monitor, up *limitsUpstream, urls []string, d time.Duration) *limitsReport {
-	rep := &limitsReport{d: d, admittedBy: make([]int, len(urls)), reachedBy: make([]int, len(urls))}
+func runLimits(t *testing.T, mon *redistest.Monitor, up *limitsUpstream, urls []string, p limitsPolicy, d time.Duration) *limitsReport {
+	rep := &limitsReport{policy: p, d: d, admittedBy: make([]int, len(urls)), reachedBy: make([]int, len(urls))}
 	var (
 		mu       sync.Mutex
 		answered []time.Time
@@ -261,9 +265,9 @@ func unpaired(earlier, later []time.Time) int {
 
 func (r *limitsReport) log(t *testing.T) {
 	t.Logf("inbound: %d admitted on Redis in %v, at most %d in any 1 s (limit %d + burst %d); the client got %d admitted answers, at most %d in any 1 s by its own clock",
-		len(r.inAdmit), r.d, maxInWindow(r.inAdmit, time.Second), inLimit, inBurst, len(r.answered), maxInWindow(r.answered, time.Second))
+		len(r.inAdmit), r.d, maxInWindow(r.inAdmit, time.Second), r.policy.InLimit, r.policy.InBurst, len(r.answered), maxInWindow(r.answered, time.Second))
 	t.Logf("outbound: %d admitted on Redis, at most %d in any 1 s (quota %d + burst %d); the upstream was reached %d times, at most %d in any 1 s of arrivals, each at most %v after its replica started it",
-		len(r.outAdmit), maxInWindow(r.outAdmit, time.Second), outLimit, outBurst, len(r.arrivals), maxInWindow(r.arrivals, time.Second), r.maxLag.Round(time.Microsecond))
+		len(r.outAdmit), maxInWindow(r.outAdmit, time.Second), r.policy.OutLimit, r.policy.OutBurst, len(r.arrivals), maxInWindow(r.arrivals, time.Second), r.maxLag.Round(time.Microsecond))
 	for i := range r.admittedBy {
 		var st redisstore.Stats
 		if i < len(r.stats) {
@@ -283,8 +287,8 @@ func (r *limitsReport) check() []error {
 		admit, seen  []time.Time
 		seenBy       string
 	}{
-		{"inbound", inLimit, inBurst, r.inAdmit, r.answered, "the client was answered"},
-		{"outbound", outLimit, outBurst, r.outAdmit, r.arrivals, "the upstream was reached"},
+		{"inbound", r.policy.InLimit, r.policy.InBurst, r.inAdmit, r.answered, "the client was answered"},
+		{"outbound", r.policy.OutLimit, r.policy.OutBurst, r.outAdmit, r.arrivals, "the upstream was reached"},
 	} {
 		if n := maxInWindow(l.admit, time.Second); n > l.limit+l.burst {
 			fail("%s: the store admitted %d requests in one 1 s window, more than limit %d + burst %d", l.name, n, l.limit, l.burst)
@@ -298,8 +302,9 @@ func (r *limitsReport) check() []error {
 	}
 	// What the upstream sees: arrivals trail their admissions by at most
 	// maxLag.
-	if n, bound := maxInWindow(r.arrivals, time.Second), int(math.Floor(outLimit*(time.Second+r.maxLag).Seconds()))+outBurst; n > bound {
-		fail("outbound: the upstream saw %d calls in one 1 s window, more than floor(%d/s × (1 s + %v)) + %d = %d", n, outLimit, r.maxLag, outBurst, bound)
+	p := r.policy
+	if n, bound := maxInWindow(r.arrivals, time.Second), int(math.Floor(float64(p.OutLimit)*(time.Second+r.maxLag).Seconds()))+p.OutBurst; n > bound {
+		fail("outbound: the upstream saw %d calls in one 1 s window, more than floor(%d/s × (1 s + %v)) + %d = %d", n, p.OutLimit, r.maxLag, p.OutBurst, bound)
 	}
 	for i, st := range r.stats {
 		if st.Fails != 0 || st.Skipped != 0 {

@@ -32,12 +32,15 @@ import (
 	"github.com/breakwater-go/breakwater/redisstore"
 )
 
-// The policies the replicas share: an inbound limit per client and an
-// outbound quota per upstream.
-const (
-	inLimit, inBurst   = 40, 10
-	outLimit, outBurst = 20, 5
-)
+// limitsPolicy is what the replicas share: an inbound limit per client
+// and an outbound quota per upstream, in requests per second and burst.
+type limitsPolicy struct {
+	InLimit, InBurst   int
+	OutLimit, OutBurst int
+}
+
+// claimPolicy is the shared-limits claim's.
+var claimPolicy = limitsPolicy{InLimit: 40, InBurst: 10, OutLimit: 20, OutBurst: 5}
 
 // replicaEnv selects the replica role of this test binary; its value is
 // the replica's configuration in JSON.
@@ -46,8 +49,8 @@ const replicaEnv = "BREAKWATER_TEST_REPLICA"
 // Faults that make a replica over-admit, to show that the claim's
 // measurement catches them.
 const (
-	// faultStoreOverAdmits asks the store for half as much again as the
-	// policy's rate: the store admits more than the limit.
+	// faultStoreOverAdmits asks the store for twice the policy's rate:
+	// the store admits more than the limit.
 	faultStoreOverAdmits = "store-over-admits"
 	// faultAdmitsOutside makes every third admission fail as if Redis had,
 	// so that the replica admits by its local share: admissions that the
@@ -59,6 +62,7 @@ type replicaConfig struct {
 	Index    int
 	Redis    string
 	Upstream string
+	Policy   limitsPolicy
 	Fault    string
 }
 
@@ -89,7 +93,7 @@ func startReplica(cfg replicaConfig) (*replica, error) {
 	if cfg.Fault != "" {
 		inbound, upstream = &faultyLimiter{SharedLimiter: inbound, fault: cfg.Fault}, &faultyLimiter{SharedLimiter: upstream, fault: cfg.Fault}
 	}
-	rl, err := bw.NewRateLimiters(inLimit, inBurst, bw.WithSharedLimiter(inbound))
+	rl, err := bw.NewRateLimiters(rate.Limit(cfg.Policy.InLimit), cfg.Policy.InBurst, bw.WithSharedLimiter(inbound))
 	if err != nil {
 		r.close()
 		return nil, err
@@ -99,7 +103,7 @@ func startReplica(cfg replicaConfig) (*replica, error) {
 		r.close()
 		return nil, err
 	}
-	r.tr, err = bw.NewTransport(bw.WithRateLimit(outLimit, outBurst, bw.WithSharedLimiter(upstream), bw.WithRateLimitWait(0)), bw.WithMaxAttempts(1))
+	r.tr, err = bw.NewTransport(bw.WithRateLimit(rate.Limit(cfg.Policy.OutLimit), cfg.Policy.OutBurst, bw.WithSharedLimiter(upstream), bw.WithRateLimitWait(0)), bw.WithMaxAttempts(1))
 	if err != nil {
 		r.close()
 		return nil, err
@@ -141,7 +145,7 @@ type faultyLimiter struct {
 func (f *faultyLimiter) Take(ctx context.Context, key string, limit rate.Limit, burst int, maxWait time.Duration) (bw.RateStatus, time.Duration, error) {
 	switch f.fault {
 	case faultStoreOverAdmits:
-		limit *= 1.5
+		limit *= 2
 	case faultAdmitsOutside:
 		if f.n.Add(1)%3 == 0 {
 			return bw.RateStatus{}, 0, errors.New("fault: the store was not asked")
