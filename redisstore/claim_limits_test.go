@@ -20,7 +20,11 @@ package redisstore_test
 // So the admissions are timed on Redis's clock: a MONITOR connection
 // records every command with Redis's timestamp, and an admission is a run
 // of the GCRA script that wrote its key (refusals write nothing), timed
-// at the TIME that run read. What the test client and the upstream see is
+// at the TIME that run read. The check allows limit + burst in windows
+// that exclude their end, one more than GCRA admits there: that margin
+// covers the microseconds between the TIME a script read and the
+// timestamp MONITOR gives it, so a store that admits one request too many
+// per window passes, and one that admits two fails. What the test client and the upstream see is
 // then tied to those admissions: every admitted answer the client got,
 // and every call that reached the upstream, must pair with a distinct
 // admission on Redis no later than it (on one machine Redis's clock is the
