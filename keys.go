@@ -30,6 +30,12 @@ import (
 // (a Unix socket, an in-memory pipe) is the key as is. It does not
 // allocate for IPv4 peers.
 //
+// Clients seen through a NAT64 translator share a key: the translator's
+// IPv4 address when it sits in front of an IPv4 server, and the one /64 of
+// its prefix (64:ff9b::/96, or the network's own) when an IPv6 server
+// sees IPv4 clients embedded in it. Key such deployments with a
+// [KeyFunc] of your own, for example by an API key ([HeaderKey]).
+//
 // Behind a reverse proxy every request comes from the proxy; use
 // [ForwardedForKey] there.
 func RemoteAddrKey(r *http.Request) string {
@@ -130,6 +136,13 @@ func ipKey(ip netip.Addr) string {
 // every entry is trusted, the leftmost is the client. When the peer is not
 // trusted, the header is absent, or the entry to use is not an address
 // ("unknown", an obfuscated identifier, garbage), the peer is the key.
+//
+// Forwarded lines are parsed from their end, element by element, so the
+// element a proxy appended to a line the client started (RFC 7239 §4
+// allows it) is always read whole, whatever the client wrote before it: an
+// unterminated quoted string cannot swallow it. An element that does not
+// parse (a stray quote, a bare token, for= given twice) is garbage: if the
+// walk reaches it, the peer is the key.
 func ForwardedForKey(header string, trustedProxies ...string) (KeyFunc, error) {
 	var errs []error
 	if !validHeaderName(header) {
@@ -220,8 +233,9 @@ func (fk *forwardedKey) key(r *http.Request) string {
 		return fk.isTrusted(ip)
 	}
 	if fk.rfc7239 {
-		var buf [8]string
-		walkRight(forwardedFor(lines, buf[:0]), visit)
+		if !walkForwarded(lines, visit) {
+			bad = true
+		}
 	} else {
 		walkXFF(lines, visit)
 	}
@@ -232,16 +246,6 @@ func (fk *forwardedKey) key(r *http.Request) string {
 		return clientHost // canonical, as ParseAddr accepted it
 	}
 	return ipKey(client)
-}
-
-// walkRight calls visit on entries from the last to the first until it
-// returns false.
-func walkRight(entries []string, visit func(string) bool) {
-	for i := len(entries) - 1; i >= 0; i-- {
-		if !visit(entries[i]) {
-			return
-		}
-	}
 }
 
 // walkXFF calls visit on the comma-separated entries of lines, from the
@@ -267,75 +271,166 @@ func walkXFF(lines []string, visit func(string) bool) {
 	}
 }
 
-// forwardedFor appends one entry per element of RFC 7239 Forwarded lines
-// to dst, in order: the element's for= value, or "" for an element without
-// one (a proxy that did not disclose its client, which stops the walk).
-// Empty elements are skipped. Quoted strings may hold commas and
-// semicolons.
-func forwardedFor(lines []string, dst []string) []string {
-	for _, s := range lines {
-		var (
-			forVal   string
-			hasFor   bool
-			hasPairs bool
-		)
-		flush := func() {
-			if hasPairs {
-				dst = append(dst, forVal)
-			}
-			forVal, hasFor, hasPairs = "", false, false
-		}
+// walkForwarded calls visit with the for= value of each element of RFC
+// 7239 Forwarded lines, from the last element of the last line leftwards,
+// until visit returns false; an element without for= is visited as "".
+// Empty elements are skipped. It reports false when it met an element that
+// does not parse, which ends the walk.
+//
+// Each line is parsed from its end: an element that a proxy appended to a
+// line the client started is read whole whatever the client wrote before
+// it, so an unterminated quoted string or a stray backslash cannot swallow
+// it (RFC 7239 §4 lets proxies append to an existing line).
+func walkForwarded(lines []string, visit func(string) bool) bool {
+	for l := len(lines) - 1; l >= 0; l-- {
+		s := lines[l]
 		for {
-			s = strings.TrimLeft(s, " \t;")
-			if s == "" {
+			forVal, rest, empty, ok := lastForwardedElement(s)
+			if !ok {
+				return false
+			}
+			if !empty && !visit(forVal) {
+				return true
+			}
+			if rest == "" {
 				break
 			}
-			if s[0] == ',' {
-				flush()
-				s = s[1:]
-				continue
-			}
-			i := strings.IndexAny(s, "=,;")
-			if i < 0 {
-				break
-			}
-			if s[i] != '=' { // a bare token: not a pair
-				s = s[i:]
-				continue
-			}
-			name := strings.TrimSpace(s[:i])
-			var val string
-			val, s = forwardedValue(s[i+1:])
-			hasPairs = true
-			if !hasFor && strings.EqualFold(name, "for") {
-				forVal, hasFor = val, true
-			}
+			s = rest
 		}
-		flush()
 	}
-	return dst
+	return true
 }
 
-// forwardedValue reads a token or a quoted string from the start of s and
-// returns it and the rest.
-func forwardedValue(s string) (val, rest string) {
-	s = strings.TrimLeft(s, " \t")
-	if strings.HasPrefix(s, `"`) {
-		for i := 1; i < len(s); i++ {
-			switch s[i] {
-			case '\\':
-				i++
-			case '"':
-				return strings.ReplaceAll(s[1:i], `\`, ""), s[i+1:]
-			}
+// lastForwardedElement parses the element at the end of s, a
+// comma-separated list of forwarded-elements (pairs separated by ";", each
+// a token, "=" and a token or a quoted string). It returns the element's
+// for= value ("" without one), the part of s before the element's comma
+// ("" when none), whether the element was empty, and ok == false when the
+// element does not parse (a stray quote, a bare token, an empty value, for=
+// given twice).
+func lastForwardedElement(s string) (forVal, rest string, empty, ok bool) {
+	i := trimOWSRight(s, len(s))
+	if i == 0 {
+		return "", "", true, true
+	}
+	if s[i-1] == ',' {
+		return "", s[:i-1], true, true
+	}
+	hasFor := false
+	for {
+		i = trimOWSRight(s, i)
+		for i > 0 && s[i-1] == ';' { // empty pairs are allowed
+			i = trimOWSRight(s, i-1)
 		}
-		return s[1:], "" // unterminated
+		var val string
+		if val, i, ok = forwardedValueBefore(s, i); !ok {
+			return "", "", false, false
+		}
+		i = trimOWSRight(s, i)
+		if i == 0 || s[i-1] != '=' {
+			return "", "", false, false
+		}
+		i = trimOWSRight(s, i-1)
+		j := i
+		for j > 0 && isTokenChar(s[j-1]) {
+			j--
+		}
+		if j == i {
+			return "", "", false, false
+		}
+		if strings.EqualFold(s[j:i], "for") {
+			if hasFor {
+				return "", "", false, false
+			}
+			forVal, hasFor = val, true
+		}
+		i = trimOWSRight(s, j)
+		switch {
+		case i == 0:
+			return forVal, "", false, true
+		case s[i-1] == ',':
+			return forVal, s[:i-1], false, true
+		case s[i-1] == ';':
+			i--
+		default:
+			return "", "", false, false
+		}
 	}
-	end := strings.IndexAny(s, ",; \t")
-	if end < 0 {
-		return s, ""
+}
+
+// forwardedValueBefore reads the token or quoted string that ends at s[i]
+// and returns it (unquoted) and where it starts.
+func forwardedValueBefore(s string, i int) (val string, start int, ok bool) {
+	if i == 0 {
+		return "", 0, false
 	}
-	return s[:end], s[end:]
+	if s[i-1] != '"' {
+		j := i
+		for j > 0 && isValueChar(s[j-1]) {
+			j--
+		}
+		return s[j:i], j, j < i
+	}
+	if backslashesBefore(s, i-1)%2 == 1 {
+		return "", 0, false // an escaped quote cannot close a string
+	}
+	for j := i - 2; j >= 0; j-- {
+		if s[j] == '"' && backslashesBefore(s, j)%2 == 0 {
+			v := s[j+1 : i-1]
+			if strings.IndexByte(v, '\\') >= 0 {
+				v = unescapeQuoted(v)
+			}
+			return v, j, true
+		}
+	}
+	return "", 0, false // unterminated
+}
+
+// backslashesBefore counts the backslashes right before s[i].
+func backslashesBefore(s string, i int) int {
+	n := 0
+	for i > 0 && s[i-1] == '\\' {
+		n++
+		i--
+	}
+	return n
+}
+
+// unescapeQuoted removes the quoting backslashes of a quoted string's
+// content.
+func unescapeQuoted(v string) string {
+	b := make([]byte, 0, len(v))
+	for k := 0; k < len(v); k++ {
+		if v[k] == '\\' && k+1 < len(v) {
+			k++
+		}
+		b = append(b, v[k])
+	}
+	return string(b)
+}
+
+// trimOWSRight returns i moved left past spaces and tabs.
+func trimOWSRight(s string, i int) int {
+	for i > 0 && (s[i-1] == ' ' || s[i-1] == '\t') {
+		i--
+	}
+	return i
+}
+
+// isTokenChar reports whether c may appear in an RFC 9110 token.
+func isTokenChar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+// isValueChar reports whether c may appear in an unquoted Forwarded value:
+// a token character, or ':', '[' or ']', which some proxies leave unquoted
+// around an address and port.
+func isValueChar(c byte) bool {
+	return isTokenChar(c) || c == ':' || c == '[' || c == ']'
 }
 
 // parseForwardedAddr reads one list entry: an address, with or without a
@@ -493,11 +588,7 @@ func validHeaderName(s string) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
+		if !isTokenChar(s[i]) {
 			return false
 		}
 	}
