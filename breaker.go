@@ -24,6 +24,7 @@ type Breaker struct {
 	sg            atomic.Uint64
 	openUntil     atomic.Int64 // registry nanoseconds
 	consec        atomic.Int64
+	lastFail      atomic.Int64 // registry nanoseconds of the latest failure counted closed; 0 none
 	shadowRejects atomic.Int64
 	openErr       atomic.Pointer[BreakerError]
 	busyErr       *BreakerError
@@ -63,9 +64,23 @@ func (b *Breaker) Key() string {
 	return b.key
 }
 
-func (b *Breaker) evictable() bool {
-	_, s := unpack(b.sg.Load())
-	return s == StateClosed
+// weigh tells the registry what evicting the breaker would lose (see
+// [keyedMap]): an open or half-open breaker must not be lost (nor may the
+// observers that follow its transitions miss its closing); a closed one
+// that counted a failure lately holds state worth keeping; a closed one
+// with no recent failure is as good as a new one.
+func (b *Breaker) weigh(time.Time) keep {
+	if _, s := unpack(b.sg.Load()); s != StateClosed {
+		return keepHard
+	}
+	t := b.bs.now() // the registry's clock, which a simulation may run
+	if b.consec.Load() > 0 {
+		return keepSoft
+	}
+	if f := b.lastFail.Load(); f != 0 && t-f < int64(max(b.bs.cfg.policy.within, DefaultWindowWithin)) {
+		return keepSoft
+	}
+	return keepNone
 }
 
 // A Permit is one admission by a breaker. Report the attempt's outcome with
@@ -264,6 +279,7 @@ func (b *Breaker) fail(gen uint64, o Outcome, oob bool) {
 	b.lastCat, b.lastAt, b.hasLast = o.Category, now, true
 	switch s {
 	case StateClosed:
+		b.lastFail.Store(max(now, 1))
 		if n, open := b.count(now, o.Category); open {
 			b.toOpenLocked(now, ReasonFailures, o, n)
 		}

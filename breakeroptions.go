@@ -123,9 +123,14 @@ func WithFaultInjection(rate float64) BreakerOption {
 }
 
 // WithBreakerLimits bounds the registry: at most maxKeys breakers, and
-// closed breakers unused for idleTTL are evicted. Open and half-open
-// breakers are never evicted; when the registry is full of them, new keys
-// share one overflow breaker. Defaults: 10 000 keys, 10 minutes.
+// breakers unused for idleTTL are evicted unless open or half-open. A full
+// registry makes room for a new key at once by evicting a breaker not used
+// lately, one with no recent failure rather than one counting failures; an
+// open or half-open breaker and one in use by a call are never evicted.
+// While every breaker is such, the registry grows up to twice maxKeys, and
+// past that a new key gets a breaker of its own that the registry does not
+// keep (it admits, and forgets what it counts). A key never shares another
+// key's breaker. Defaults: 10 000 keys, 10 minutes.
 func WithBreakerLimits(maxKeys int, idleTTL time.Duration) BreakerOption {
 	return breakerOptionFunc(func(c *breakerConfig) { c.maxKeys, c.idleTTL = maxKeys, idleTTL })
 }

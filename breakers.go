@@ -53,7 +53,7 @@ func NewBreakers(opts ...BreakerOption) (*Breakers, error) {
 	ls := cfg.listeners
 	bs.listeners.Store(&ls)
 	if cfg.mode != ModeDisabled {
-		bs.m = newKeyedMap(cfg.maxKeys, cfg.idleTTL, bs.newBreaker, (*Breaker).evictable)
+		bs.m = newKeyedMap(cfg.maxKeys, cfg.idleTTL, bs.newBreaker, (*Breaker).weigh)
 		bs.joinCluster()
 	}
 	return bs, nil
@@ -77,12 +77,26 @@ func (bs *Breakers) Mode() BreakerMode { return bs.cfg.mode }
 func (bs *Breakers) Policy() Policy { return bs.cfg.policy }
 
 // Get returns the breaker for key, creating it if needed. It returns nil
-// when the registry is disabled; a nil *Breaker admits everything.
+// when the registry is disabled; a nil *Breaker admits everything. A closed
+// breaker can be evicted once it goes unused (see [WithBreakerLimits]):
+// keep the key, not the *Breaker, and call Get again, or use the registry's
+// methods, which keep the breaker while they use it.
 func (bs *Breakers) Get(key string) *Breaker {
 	if bs == nil || bs.m == nil {
 		return nil
 	}
 	return bs.m.get(key)
+}
+
+// acquire returns key's breaker pinned in the registry (see
+// [keyedMap.acquire]), and the pin to release; both nil when the registry
+// is disabled.
+func (bs *Breakers) acquire(key string) (*Breaker, *keyedEntry[*Breaker]) {
+	if bs == nil || bs.m == nil {
+		return nil, nil
+	}
+	e := bs.m.acquire(key)
+	return e.v, e
 }
 
 // Lookup returns the breaker for key without creating it.
@@ -137,7 +151,11 @@ func (bs *Breakers) each(fn func(*Breaker)) {
 }
 
 // Trip forces key's breaker open for d (the open timeout when d <= 0).
-func (bs *Breakers) Trip(key string, d time.Duration) { bs.Get(key).Trip(d) }
+func (bs *Breakers) Trip(key string, d time.Duration) {
+	b, pin := bs.acquire(key)
+	b.Trip(d)
+	pin.release()
+}
 
 // Reset closes key's breaker and forgets its failures.
 func (bs *Breakers) Reset(key string) {
@@ -151,7 +169,11 @@ func (bs *Breakers) ResetAll() { bs.each((*Breaker).Reset) }
 
 // Melt records an out-of-band failure of category c against key's breaker;
 // it counts exactly like a failing call.
-func (bs *Breakers) Melt(key string, c Category) { bs.Get(key).Melt(c) }
+func (bs *Breakers) Melt(key string, c Category) {
+	b, pin := bs.acquire(key)
+	b.Melt(c)
+	pin.release()
+}
 
 // RecordSuccess records an out-of-band success (a health probe's recovery
 // signal) against key's breaker. See [Breaker.RecordSuccess].
@@ -261,7 +283,9 @@ func BreakerStage(bs *Breakers, key KeyFunc, cl Classifier) Stage {
 	}
 	return func(next http.RoundTripper) http.RoundTripper {
 		return RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
-			permit, err := bs.Get(key(req)).Allow()
+			b, pin := bs.acquire(key(req)) // kept in the registry until the outcome is recorded
+			defer pin.release()
+			permit, err := b.Allow()
 			if err != nil {
 				if hasBody(req) {
 					_ = req.Body.Close()

@@ -70,8 +70,9 @@ const rateTableMax = 2048
 // [WithXRateLimitHeaders] adds the X-RateLimit-* fields.
 //
 // Per-key state lives in the registry and is bounded by it
-// ([WithRateLimitKeys]: a hard cap on keys, eviction of idle full buckets,
-// a shared overflow bucket when full); keys longer than 128 bytes are
+// ([WithRateLimitKeys]: a cap on keys, eviction of idle buckets, room made
+// for a new client at once, so that a client's first request is never
+// refused for what other clients did); keys longer than 128 bytes are
 // stored as a 64-bit hash, so a client cannot grow memory through a long
 // header value. A request whose key is "" uses the bucket of "", shared by
 // every such request.

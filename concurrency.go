@@ -39,8 +39,10 @@ func WithBulkheadQueue(maxLen int, maxWait time.Duration) BulkheadOption {
 // WithBulkheadKeys bounds a [Bulkheads] registry: at most maxKeys
 // bulkheads, and idle ones (no slot held, nobody waiting, unused for
 // idleTTL) are evicted; an adaptive limit starts again from the initial
-// limit after eviction. When the registry is full, new keys share one
-// overflow bulkhead. Defaults: [DefaultMaxKeys] and [DefaultKeyIdleTTL]; a
+// limit after eviction. A full registry makes room for a new key by
+// evicting an idle bulkhead; one with a slot held or a request waiting is
+// never evicted, and while every bulkhead is such the registry grows up to
+// twice maxKeys. Defaults: [DefaultMaxKeys] and [DefaultKeyIdleTTL]; a
 // [Transport] uses its [WithKeyLimits] values.
 func WithBulkheadKeys(maxKeys int, idleTTL time.Duration) BulkheadOption {
 	return bulkheadOptionFunc(func(c *bulkheadConfig) { c.maxKeys, c.idleTTL = maxKeys, idleTTL })
@@ -412,8 +414,17 @@ func (b *Bulkhead) Reset() {
 	b.dispatch()
 }
 
-func (b *Bulkhead) evictable() bool {
-	return b.state.Load()&inFlightMask == 0 && b.nwait.Load() == 0
+// weigh tells the registry what evicting the bulkhead would lose (see
+// [keyedMap]): slots held or requests waiting must not be lost; an adaptive
+// limit that moved from its start is worth keeping.
+func (b *Bulkhead) weigh(time.Time) keep {
+	switch {
+	case b.state.Load()&inFlightMask != 0 || b.nwait.Load() != 0:
+		return keepHard
+	case b.adapt != nil && b.limit.Load() != int64(b.cfg.limit):
+		return keepSoft
+	}
+	return keepNone
 }
 
 // BulkheadSnapshot is a point-in-time view of one bulkhead.
@@ -456,7 +467,7 @@ func newBulkheads(limit int, defaults, opts []BulkheadOption) (*Bulkheads, error
 	if err != nil {
 		return nil, err
 	}
-	return &Bulkheads{cfg: c, m: newKeyedMap(c.maxKeys, c.idleTTL, c.newBulkhead, (*Bulkhead).evictable)}, nil
+	return &Bulkheads{cfg: c, m: newKeyedMap(c.maxKeys, c.idleTTL, c.newBulkhead, (*Bulkhead).weigh)}, nil
 }
 
 // Get returns key's bulkhead, creating it if needed (nil for a nil
@@ -492,18 +503,14 @@ func (bs *Bulkheads) Acquire(ctx context.Context, key string) (Slot, error) {
 	return bs.acquire(ctx, key, time.Time{})
 }
 
-// acquire takes a slot of key's bulkhead. A bulkhead evicted while the slot
-// was being taken (idle and evictable a moment before) is left, and the key
-// gets a live one: two bulkheads for one key would double its limit.
+// acquire takes a slot of key's bulkhead. The bulkhead is pinned in the
+// registry while the slot is being taken, and a slot held or a request
+// queued keeps it there afterwards: it is never evicted under a holder, so
+// one key never has two bulkheads (twice its limit).
 func (bs *Bulkheads) acquire(ctx context.Context, key string, dl time.Time) (Slot, error) {
-	for {
-		e := bs.m.getEntry(key)
-		s, err := e.v.acquire(ctx, dl)
-		if err != nil || !e.evicted() {
-			return s, err
-		}
-		s.Ignore()
-	}
+	e := bs.m.acquire(key)
+	defer e.release()
+	return e.v.acquire(ctx, dl)
 }
 
 // InFlight reports how many of key's slots are held.

@@ -74,7 +74,7 @@ type Insights struct {
 // NewInsights returns an Insights with no counts.
 func NewInsights() *Insights {
 	in := &Insights{start: time.Now()}
-	in.keys = newKeyedMap(DefaultMaxKeys, insightBucket*insightBuckets, newInsightKey, func(*insightKey) bool { return true })
+	in.keys = newKeyedMap(DefaultMaxKeys, insightBucket*insightBuckets, newInsightKey, func(*insightKey, time.Time) keep { return keepNone })
 	return in
 }
 

@@ -7,77 +7,127 @@ import (
 )
 
 // keyedMap is a bounded per-key registry shared by every per-key primitive
-// (breakers, retry budgets, limiters, gates, bulkheads, log gates). Lookups
-// of existing keys are lock-free and allocation-free (a sync.Map load and
-// an atomic flag); inserting a key is amortised O(1).
+// (breakers, retry budgets, limiters, gates, bulkheads, log gates). It is a
+// leaf: it knows nothing of what it holds but what weigh tells it.
 //
-// Bounds: every idleTTL at most, an insertion sweeps the map, evicting the
-// entries that were not used since the previous sweep and that their
-// evictable function lets go (a closed breaker, a full bucket, an idle
-// bulkhead). When the map holds max entries, an insertion may force a sweep
-// (at most one every fullSweepEvery, so that a flood of new keys costs no
-// more than that); if the map is still full, the key gets the shared
-// overflow value, which is never evicted.
+// Lookups of existing keys are lock-free and allocation-free: a sync.Map
+// load and, at most once between two passes of the eviction hand, a
+// compare-and-swap. Inserting a key takes a mutex and is amortised O(1).
+//
+// Bounds. The map holds at most max values. A new key at the cap makes room
+// at once: a clock hand (the CLOCK approximation of least-recently-used)
+// sweeps the entries, giving each one used since it last passed a second
+// chance, and evicts the first that nothing holds, preferring values whose
+// loss costs nothing (keepNone: a closed breaker with no failures, a full
+// bucket, a gate not paused) over values that hold state worth keeping
+// (keepSoft: failure counts, a drained bucket). Values that must not be
+// lost (keepHard: an open breaker, an active pause, a slot held) and
+// entries pinned by a caller are never evicted. When every entry is such,
+// the map grows past max, up to hard = 2·max; past that, a new key gets a
+// transient value that is not kept (it admits everything it is asked to,
+// and forgets what it is told). No key ever shares another key's value.
+//
+// Idle entries: every idleTTL an insertion also sweeps the whole map and
+// evicts the entries not used since the previous such sweep (idle for
+// idleTTL to 2·idleTTL), unless they are keepHard or pinned.
 type keyedMap[V any] struct {
-	m         sync.Map // string → *keyedEntry[V]
-	count     atomic.Int64
-	max       int64
-	idleTTL   int64
-	start     time.Time
-	make      func(key string) V
-	evictable func(V) bool
-	overflow  V
-	// overflowEntry wraps overflow for getEntry.
-	overflowEntry *keyedEntry[V]
+	m       sync.Map // string → *keyedEntry[V]
+	count   atomic.Int64
+	max     int
+	hard    int
+	idleTTL time.Duration
+	start   time.Time
+	make    func(key string) V
+	weigh   func(v V, now time.Time) keep
 
-	sweeping      sync.Mutex
-	lastSweep     atomic.Int64
-	lastFullSweep atomic.Int64
+	mu        sync.Mutex // guards everything below, and insertions
+	ring      []*keyedEntry[V]
+	free      []int32 // empty slots of ring
+	hand      int
+	nextSweep time.Duration // since start
+	skipClock int           // insertions that grow without scanning, after a scan found nothing
 }
 
-// fullSweepEvery bounds how often a full map forces a sweep.
-const fullSweepEvery = int64(100 * time.Millisecond)
+// keep says what evicting a value would lose.
+type keep uint8
+
+const (
+	// keepNone: nothing; the value is as good as a new one.
+	keepNone keep = iota
+	// keepSoft: state worth keeping, evicted only when no keepNone value
+	// is found nearby.
+	keepSoft
+	// keepHard: state that must not be lost; never evicted.
+	keepHard
+)
+
+// softScan is how many eviction candidates (entries neither pinned nor
+// used since the hand last passed) past the first keepSoft one the hand
+// looks at for a keepNone one before settling for the keepSoft one.
+const softScan = 32
 
 type keyedEntry[V any] struct {
-	v     V
-	state atomic.Int32 // entryUnused, entryUsed or entryEvicted
+	key       string
+	v         V
+	word      atomic.Int64 // pins<<3 | entryDead | entrySeen | entryRef
+	transient bool         // never in the map: the map was at its hard cap
 }
 
-// Entry states. A use and an eviction race on one compare-and-swap, so an
-// entry handed out by get is never evicted before the next sweep sees it
-// unused again.
+// Bits of keyedEntry.word. A use sets entryRef and entrySeen; the clock hand
+// clears entryRef and the idle sweep entrySeen; an eviction sets entryDead
+// with a compare-and-swap that fails if the entry was used or pinned
+// meanwhile.
 const (
-	entryUnused int32 = iota
-	entryUsed
-	entryEvicted
+	entryRef  = 1 << iota // used since the hand last passed
+	entrySeen             // used since the last idle sweep
+	entryDead             // evicted, or transient (never in the map)
+	pinUnit               // the pin count starts here
+	entryUsed = entryRef | entrySeen
 )
 
 // use marks e used and reports whether it is still live.
 func (e *keyedEntry[V]) use() bool {
 	for {
-		switch s := e.state.Load(); s {
-		case entryUsed:
-			return true
-		case entryEvicted:
+		w := e.word.Load()
+		switch {
+		case w&entryDead != 0:
 			return false
-		default:
-			if e.state.CompareAndSwap(s, entryUsed) {
-				return true
-			}
+		case w&entryUsed == entryUsed:
+			return true
+		case e.word.CompareAndSwap(w, w|entryUsed):
+			return true
 		}
 	}
 }
 
-func newKeyedMap[V any](max int, idleTTL time.Duration, make func(string) V, evictable func(V) bool) *keyedMap[V] {
-	km := &keyedMap[V]{max: int64(max), idleTTL: int64(idleTTL), start: time.Now(), make: make, evictable: evictable}
-	km.overflow = make("~overflow")
-	km.overflowEntry = &keyedEntry[V]{v: km.overflow} // never in the map: never evicted
-	km.overflowEntry.state.Store(entryUsed)
-	km.lastFullSweep.Store(-fullSweepEvery)
-	return km
+// pin marks e used and keeps it from being evicted until release; it
+// reports false if e was evicted already.
+func (e *keyedEntry[V]) pin() bool {
+	for {
+		w := e.word.Load()
+		if w&entryDead != 0 {
+			return false
+		}
+		if e.word.CompareAndSwap(w, (w+pinUnit)|entryUsed) {
+			return true
+		}
+	}
 }
 
-func (km *keyedMap[V]) now() int64 { return int64(time.Since(km.start)) }
+// release undoes a pin taken by [keyedMap.acquire]. A nil e is ignored.
+func (e *keyedEntry[V]) release() {
+	if e != nil {
+		e.word.Add(-pinUnit)
+	}
+}
+
+func newKeyedMap[V any](max int, idleTTL time.Duration, make func(string) V, weigh func(V, time.Time) keep) *keyedMap[V] {
+	max = min(max, maxRegistryKeys)
+	return &keyedMap[V]{max: max, hard: 2 * max, idleTTL: idleTTL, start: time.Now(), make: make, weigh: weigh, nextSweep: idleTTL}
+}
+
+// maxRegistryKeys bounds the cap of a registry: its slot indices are int32.
+const maxRegistryKeys = 1 << 28
 
 // get returns key's value, creating it if needed.
 func (km *keyedMap[V]) get(key string) V {
@@ -86,28 +136,26 @@ func (km *keyedMap[V]) get(key string) V {
 			return e.v
 		}
 	}
-	return km.insert(key)
+	return km.insert(key, false).v
 }
 
-// getEntry is get for callers that must check, after starting to use the
-// value, that it was not evicted meanwhile (see [keyedEntry.evicted]).
-func (km *keyedMap[V]) getEntry(key string) *keyedEntry[V] {
+// acquire returns key's entry, creating it if needed, pinned: it is not
+// evicted until e.release(). Use it when what is done with the value must
+// not be lost to an eviction in between (a failure recorded at the end of a
+// call, a pause set, a slot taken).
+func (km *keyedMap[V]) acquire(key string) *keyedEntry[V] {
 	if e, ok := km.m.Load(key); ok {
-		if e := e.(*keyedEntry[V]); e.use() {
+		if e := e.(*keyedEntry[V]); e.pin() {
 			return e
 		}
 	}
-	return km.insertEntry(key)
+	return km.insert(key, true)
 }
 
-// evicted reports whether e left the map; a caller that started using e
-// before it did must undo that and get the key again.
-func (e *keyedEntry[V]) evicted() bool { return e.state.Load() == entryEvicted }
-
-// lookup returns key's value without creating it.
+// lookup returns key's value without creating it or marking it used.
 func (km *keyedMap[V]) lookup(key string) (V, bool) {
 	if e, ok := km.m.Load(key); ok {
-		if e := e.(*keyedEntry[V]); e.state.Load() != entryEvicted {
+		if e := e.(*keyedEntry[V]); e.word.Load()&entryDead == 0 {
 			return e.v, true
 		}
 	}
@@ -115,73 +163,154 @@ func (km *keyedMap[V]) lookup(key string) (V, bool) {
 	return zero, false
 }
 
-func (km *keyedMap[V]) insert(key string) V { return km.insertEntry(key).v }
-
-func (km *keyedMap[V]) insertEntry(key string) *keyedEntry[V] {
-	now := km.now()
-	if now-km.lastSweep.Load() > km.idleTTL {
-		km.sweep(now)
-	}
-	if km.count.Load() >= km.max {
-		if last := km.lastFullSweep.Load(); now-last >= fullSweepEvery && km.lastFullSweep.CompareAndSwap(last, now) {
-			km.sweep(now)
-		}
-		if km.count.Load() >= km.max {
-			return km.overflowEntry
-		}
-	}
-	e := &keyedEntry[V]{v: km.make(key)}
-	e.state.Store(entryUsed)
-	for {
-		actual, loaded := km.m.LoadOrStore(key, e)
-		if !loaded {
-			km.count.Add(1)
-			return e
-		}
-		a := actual.(*keyedEntry[V])
-		if a.use() {
+func (km *keyedMap[V]) insert(key string, pin bool) *keyedEntry[V] {
+	v := km.make(key)
+	now := time.Now()
+	km.mu.Lock()
+	defer km.mu.Unlock()
+	if a, ok := km.m.Load(key); ok { // inserted meanwhile (evictions delete under mu)
+		a := a.(*keyedEntry[V])
+		if pin && a.pin() || !pin && a.use() {
 			return a
 		}
-		km.m.CompareAndDelete(key, a) // evicted but not yet deleted: take its place
 	}
+	if since := now.Sub(km.start); since >= km.nextSweep {
+		km.nextSweep = since + km.idleTTL
+		km.sweepLocked(now)
+	}
+	// A new entry starts without its reference bit: one used once is
+	// evicted when the hand next comes round (a whole turn of insertions
+	// later), one used again gets a second chance.
+	e := &keyedEntry[V]{key: key, v: v}
+	w := int64(entrySeen)
+	if pin {
+		w += pinUnit
+	}
+	slot := km.slotLocked(now)
+	if slot < 0 {
+		e.word.Store(w | entryDead)
+		e.transient = true
+		return e
+	}
+	e.word.Store(w)
+	km.ring[slot] = e
+	km.m.Store(key, e)
+	km.count.Add(1)
+	return e
 }
 
-// sweep evicts the evictable entries unused since the previous sweep and
-// marks the others unused. Concurrent sweeps collapse into one.
-func (km *keyedMap[V]) sweep(now int64) {
-	if !km.sweeping.TryLock() {
-		return
-	}
-	defer km.sweeping.Unlock()
-	km.lastSweep.Store(now)
-	km.m.Range(func(k, v any) bool {
-		e := v.(*keyedEntry[V])
-		if e.state.CompareAndSwap(entryUsed, entryUnused) {
-			return true // used since the previous sweep
+// slotLocked returns a free slot of ring for a new entry, evicting one if
+// the map is at its cap, or -1 when the map is at its hard cap and nothing
+// can be evicted.
+func (km *keyedMap[V]) slotLocked(now time.Time) int {
+	if int(km.count.Load()) >= km.max {
+		if km.skipClock > 0 {
+			km.skipClock--
+		} else if i := km.clockLocked(now); i >= 0 {
+			return i
+		} else {
+			km.skipClock = km.max / 8 // nothing to evict: grow for a while without scanning
 		}
-		if e.state.Load() == entryUnused && km.evictable(e.v) && e.state.CompareAndSwap(entryUnused, entryEvicted) {
-			// A caller that got e just before may have started using it
-			// (taken a slot): look again, and keep e if so. Such a caller
-			// checks evicted afterwards, so one of the two always sees
-			// the other.
-			if !km.evictable(e.v) {
-				e.state.Store(entryUsed)
-				return true
+		if int(km.count.Load()) >= km.hard {
+			return -1
+		}
+	}
+	if n := len(km.free); n > 0 {
+		i := km.free[n-1]
+		km.free = km.free[:n-1]
+		return int(i)
+	}
+	km.ring = append(km.ring, nil)
+	return len(km.ring) - 1
+}
+
+// clockLocked moves the hand until it evicts an entry and returns its
+// slot, or -1 when a whole turn found nothing to evict.
+func (km *keyedMap[V]) clockLocked(now time.Time) int {
+	n := len(km.ring)
+	soft, past := -1, 0
+	var softW int64
+	for range 2 * n {
+		i := km.hand
+		if km.hand++; km.hand == n {
+			km.hand = 0
+		}
+		e := km.ring[i]
+		if e == nil {
+			continue
+		}
+		w := e.word.Load()
+		if w >= pinUnit { // pinned
+			continue
+		}
+		if w&entryRef != 0 {
+			e.word.CompareAndSwap(w, w&^entryRef) // a second chance
+			continue
+		}
+		switch km.weigh(e.v, now) {
+		case keepNone:
+			if km.evictLocked(i, w) {
+				return i
 			}
-			km.m.CompareAndDelete(k, e)
-			km.count.Add(-1)
+		case keepSoft:
+			if soft < 0 {
+				soft, softW, past = i, w, 0
+				continue
+			}
 		}
-		return true
-	})
+		if soft < 0 {
+			continue
+		}
+		if past++; past > softScan { // candidates seen since, none free
+			if km.evictLocked(soft, softW) {
+				return soft
+			}
+			soft = -1 // used meanwhile: look on
+		}
+	}
+	if soft >= 0 && km.evictLocked(soft, softW) {
+		return soft
+	}
+	return -1
 }
 
-// len reports the number of entries, the overflow value excluded.
+// evictLocked evicts the entry in slot i if its word is still w (nobody
+// used or pinned it since w was read).
+func (km *keyedMap[V]) evictLocked(i int, w int64) bool {
+	e := km.ring[i]
+	if !e.word.CompareAndSwap(w, w|entryDead) {
+		return false
+	}
+	km.m.CompareAndDelete(e.key, e)
+	km.count.Add(-1)
+	km.ring[i] = nil
+	return true
+}
+
+// sweepLocked evicts the entries not used since the previous sweep, unless
+// they are pinned or keepHard, and marks the others unused.
+func (km *keyedMap[V]) sweepLocked(now time.Time) {
+	for i, e := range km.ring {
+		if e == nil {
+			continue
+		}
+		w := e.word.Load()
+		switch {
+		case w&entrySeen != 0:
+			e.word.CompareAndSwap(w, w&^entrySeen)
+		case w < pinUnit && km.weigh(e.v, now) != keepHard && km.evictLocked(i, w):
+			km.free = append(km.free, int32(i))
+		}
+	}
+}
+
+// len reports the number of entries.
 func (km *keyedMap[V]) len() int { return int(km.count.Load()) }
 
 // each calls fn for every entry.
 func (km *keyedMap[V]) each(fn func(key string, v V)) {
 	km.m.Range(func(k, v any) bool {
-		if e := v.(*keyedEntry[V]); e.state.Load() != entryEvicted {
+		if e := v.(*keyedEntry[V]); e.word.Load()&entryDead == 0 {
 			fn(k.(string), e.v)
 		}
 		return true

@@ -172,7 +172,7 @@ func LogObserver(l *slog.Logger, interval time.Duration) Observer {
 		interval = 10 * time.Second
 	}
 	lo := &logObserver{l: l, interval: int64(interval), start: time.Now()}
-	lo.last = newKeyedMap(DefaultMaxBreakers, 10*interval, func(string) *logGate { return &logGate{} }, func(*logGate) bool { return true })
+	lo.last = newKeyedMap(DefaultMaxBreakers, 10*interval, func(string) *logGate { return &logGate{} }, func(*logGate, time.Time) keep { return keepNone })
 	return lo
 }
 

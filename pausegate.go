@@ -41,9 +41,11 @@ func WithPauseWait(d time.Duration) PauseOption {
 }
 
 // WithPauseKeys bounds a [PauseGates] registry: at most maxKeys gates, and
-// gates not paused and not used for idleTTL are evicted. When the registry
-// is full, new keys share one overflow gate. Defaults: [DefaultMaxKeys]
-// and [DefaultKeyIdleTTL]; a [Transport] uses its [WithKeyLimits] values.
+// gates not paused and not used for idleTTL are evicted. A full registry
+// makes room for a new key by evicting a gate that is not paused; a
+// paused gate is never evicted, and while every gate is paused the
+// registry grows up to twice maxKeys. Defaults: [DefaultMaxKeys] and
+// [DefaultKeyIdleTTL]; a [Transport] uses its [WithKeyLimits] values.
 func WithPauseKeys(maxKeys int, idleTTL time.Duration) PauseOption {
 	return pauseOptionFunc(func(c *pauseConfig) { c.maxKeys, c.idleTTL = maxKeys, idleTTL })
 }
@@ -127,7 +129,7 @@ func newPauseGates(defaults, opts []PauseOption) (*PauseGates, error) {
 		c.maxWait = c.maxPause
 	}
 	g := &PauseGates{cfg: c, start: time.Now()}
-	g.m = newKeyedMap(c.maxKeys, c.idleTTL, func(key string) *pauseGate { return &pauseGate{key: key} }, g.evictable)
+	g.m = newKeyedMap(c.maxKeys, c.idleTTL, func(key string) *pauseGate { return &pauseGate{key: key} }, g.weigh)
 	if c.bus != nil {
 		c.bus.Subscribe(g.applyRemote)
 	}
@@ -143,9 +145,15 @@ func (g *PauseGates) now() int64 {
 
 func (g *PauseGates) wall(n int64) time.Time { return g.start.Add(time.Duration(n)) }
 
-func (g *PauseGates) evictable(pg *pauseGate) bool {
-	now := g.now()
-	return pg.until.Load() <= now && pg.busy.Load() <= now
+// weigh tells the registry that a gate paused, or holding, probing,
+// releasing or counting something, must not be evicted, and that any other
+// is as good as new (see [keyedMap]).
+func (g *PauseGates) weigh(pg *pauseGate, _ time.Time) keep {
+	t := g.now() // the gates' clock, which a simulation may run
+	if pg.until.Load() > t || pg.busy.Load() > t {
+		return keepHard
+	}
+	return keepNone
 }
 
 // busyUntil records that pg holds, probes, releases or counts something
@@ -170,8 +178,7 @@ func (g *PauseGates) MaxPause() time.Duration {
 }
 
 // gate returns key's gate without creating it. A key without one is not
-// paused: in particular, a pause that found the registry full (and went to
-// its overflow gate) holds no other key.
+// paused.
 func (g *PauseGates) gate(key string) (*pauseGate, bool) {
 	return g.m.lookup(key)
 }
@@ -191,7 +198,9 @@ func (g *PauseGates) pause(key string, d time.Duration, publish bool) time.Time 
 		return time.Time{}
 	}
 	until := g.now() + int64(min(d, g.cfg.maxPause))
-	pg := g.m.get(key)
+	e := g.m.acquire(key) // pinned until paused: a paused gate is never evicted
+	defer e.release()
+	pg := e.v
 	pg.mu.Lock()
 	if old := pg.until.Load(); old >= until {
 		pg.mu.Unlock()
@@ -233,7 +242,9 @@ func (g *PauseGates) Observe(key string, o Outcome) {
 func (g *PauseGates) answer(key string, over bool, d time.Duration) {
 	var pg *pauseGate
 	if over {
-		pg = g.m.get(key)
+		e := g.m.acquire(key) // pinned until it holds: a holding gate is never evicted
+		defer e.release()
+		pg = e.v
 	} else if p, ok := g.gate(key); ok {
 		pg = p
 	} else {

@@ -3,6 +3,7 @@ package breakwater_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"testing"
 	"testing/synctest"
@@ -140,13 +141,13 @@ func TestPauseGateValidationAndNil(t *testing.T) {
 }
 
 // A pause that found the registry full holds no other key.
-func TestPauseOverflowHoldsNoOtherKey(t *testing.T) {
+func TestPauseRegistryFullHoldsNoOtherKey(t *testing.T) {
 	g, err := bw.NewPauseGates(bw.WithPauseKeys(1, time.Hour), bw.WithPauseWait(0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	g.Pause("a", time.Minute)
-	g.Pause("b", time.Minute) // the registry is full: "b" overflows
+	g.Pause("b", time.Minute) // the registry is full of paused gates: it grows
 	if err := g.Wait(context.Background(), "never-throttled"); err != nil {
 		t.Fatalf("a key nobody paused: %v", err)
 	}
@@ -242,6 +243,36 @@ func TestPauseGateReleasesAProbeThenSpreads(t *testing.T) {
 		for i := 1; i < len(order); i++ {
 			if order[i] < order[i-1] || at[i]-at[i-1] < 100*time.Millisecond {
 				t.Fatalf("released %v at %v: want arrival order, at least 100 ms apart", order, at)
+			}
+		}
+	})
+}
+
+// With the pause registry full of paused keys, a 429 for a new key still
+// pauses that key: keys that keep answering 429 never switch the gate off
+// for the others.
+func TestPauseRegistryFull(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, err := bw.NewPauseGates(bw.WithPauseKeys(4, time.Hour), bw.WithPauseWait(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 4 {
+			g.Pause(fmt.Sprint("noisy", i), time.Minute)
+		}
+		g.Pause("new", 30*time.Second)
+		if g.Remaining("new") <= 0 {
+			t.Fatal("a 429 for a new key paused nothing while the registry was full")
+		}
+		if err := g.Wait(t.Context(), "new"); !errors.Is(err, bw.ErrPaused) {
+			t.Fatalf("a call to the paused key: %v, want ErrPaused", err)
+		}
+		if err := g.Wait(t.Context(), "other"); err != nil {
+			t.Fatalf("a key never paused: %v", err)
+		}
+		for i := range 4 {
+			if g.Remaining(fmt.Sprint("noisy", i)) <= 0 {
+				t.Fatalf("noisy%d lost its pause", i)
 			}
 		}
 	})

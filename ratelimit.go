@@ -57,11 +57,13 @@ func WithRateLimitWait(d time.Duration) RateLimitOption {
 }
 
 // WithRateLimitKeys bounds a [RateLimiters] registry: at most maxKeys
-// limiters, and limiters whose bucket is full and that were not used for
-// idleTTL are evicted (an evicted key starts again with a full bucket, which
-// is what it had). When the registry is full, new keys share one overflow
-// limiter. Defaults: [DefaultMaxKeys] and [DefaultKeyIdleTTL]; a
-// [Transport] uses its [WithKeyLimits] values.
+// limiters, and limiters not used for idleTTL are evicted (an evicted key
+// starts again with a full bucket). A full registry makes room for a new
+// key at once by evicting the limiter of a key not used lately, a full
+// bucket rather than one still refilling; a new key never shares another
+// key's bucket, so its first request is never refused for what other keys
+// did. Defaults: [DefaultMaxKeys] and [DefaultKeyIdleTTL]; a [Transport]
+// uses its [WithKeyLimits] values.
 func WithRateLimitKeys(maxKeys int, idleTTL time.Duration) RateLimitOption {
 	return rateLimitOptionFunc(func(c *rateLimitConfig) { c.maxKeys, c.idleTTL = maxKeys, idleTTL })
 }
@@ -326,9 +328,14 @@ func (l *RateLimiter) Reset() {
 	l.refused.Store(0)
 }
 
-func (l *RateLimiter) evictable() bool {
-	now := l.now()
-	return l.cell.tat.Load() <= now && l.refused.Load() <= now
+// weigh tells the registry that a full bucket is as good as new and one
+// still refilling is worth keeping (see [keyedMap]).
+func (l *RateLimiter) weigh(now time.Time) keep {
+	t := int64(now.Sub(l.start))
+	if l.cell.tat.Load() <= t && l.refused.Load() <= t {
+		return keepNone
+	}
+	return keepSoft
 }
 
 // RateLimitSnapshot is a point-in-time view of one rate limiter.
@@ -388,7 +395,7 @@ func newRateLimiters(limit rate.Limit, burst int, defaults, opts []RateLimitOpti
 		return nil, err
 	}
 	rs := &RateLimiters{cfg: cfg}
-	rs.m = newKeyedMap(cfg.maxKeys, cfg.idleTTL, cfg.newLimiter, (*RateLimiter).evictable)
+	rs.m = newKeyedMap(cfg.maxKeys, cfg.idleTTL, cfg.newLimiter, (*RateLimiter).weigh)
 	return rs, nil
 }
 

@@ -180,7 +180,7 @@ func (bs *Breakers) simulated(now *int64) *Breakers {
 	var ls []func(Transition)
 	sim.listeners.Store(&ls)
 	if cfg.mode != ModeDisabled {
-		sim.m = newKeyedMap(cfg.maxKeys, cfg.idleTTL, sim.newBreaker, (*Breaker).evictable)
+		sim.m = newKeyedMap(cfg.maxKeys, cfg.idleTTL, sim.newBreaker, (*Breaker).weigh)
 	}
 	return sim
 }
@@ -191,7 +191,7 @@ func (g *PauseGates) simulated(now *int64) *PauseGates {
 	cfg := g.cfg
 	cfg.bus = nil
 	sim := &PauseGates{cfg: cfg, start: time.Now(), virtual: now}
-	sim.m = newKeyedMap(cfg.maxKeys, cfg.idleTTL, func(key string) *pauseGate { return &pauseGate{key: key} }, sim.evictable)
+	sim.m = newKeyedMap(cfg.maxKeys, cfg.idleTTL, func(key string) *pauseGate { return &pauseGate{key: key} }, sim.weigh)
 	return sim
 }
 

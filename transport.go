@@ -264,8 +264,10 @@ func WithSlowCallThreshold(d time.Duration) Option {
 }
 
 // WithKeyLimits bounds the per-key state other than breakers (retry
-// budgets, limiters, gates): at most maxKeys keys, idle ones evicted after
-// idleTTL. Defaults: 10 000 and 10 minutes.
+// budgets, limiters, gates, bulkheads): at most maxKeys keys of each, idle
+// ones evicted after idleTTL, room made at once for a new key (see
+// [WithRateLimitKeys], [WithPauseKeys], [WithBulkheadKeys]). Defaults:
+// 10 000 and 10 minutes.
 func WithKeyLimits(maxKeys int, idleTTL time.Duration) Option {
 	return optionFunc(func(c *config) { c.maxKeys, c.idleTTL = maxKeys, idleTTL })
 }
@@ -344,7 +346,7 @@ func NewTransport(opts ...Option) (*Transport, error) {
 			u.budget = newRetryBudget(cfg.budgetRatio, cfg.budgetFloor, cfg.budgetWindow)
 		}
 		return u
-	}, func(*upstream) bool { return true })
+	}, func(u *upstream, now time.Time) keep { return u.weigh(int64(now.Sub(t.start))) })
 	if cfg.failover != nil {
 		t.eps = t.newEndpoints(*cfg.failover)
 	}
@@ -518,7 +520,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		c.deadline = time.Now().Add(c.pol.CallTimeout)
 	}
 	if t.eps == nil {
-		c.breaker = t.breakers.Get(c.key)
+		var pin *keyedEntry[*Breaker]
+		c.breaker, pin = t.breakers.acquire(c.key) // kept in the registry until the call is charged
+		defer pin.release()
 		c.up = t.keys.get(c.key)
 		if c.up.budget != nil && c.pol.MaxAttempts > 1 {
 			c.budget = c.up.budget

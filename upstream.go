@@ -53,6 +53,16 @@ func (a *answerTimes) observe(now int64, d time.Duration) {
 	}
 }
 
+// weigh tells the registry that an upstream that answered in the last
+// one to two periods holds the times hangs are judged by, worth keeping;
+// its retry budget alone only grants more when lost (see [keyedMap]).
+func (u *upstream) weigh(now int64) keep {
+	if u.answers.slowest(now) > 0 {
+		return keepSoft
+	}
+	return keepNone
+}
+
 // slowest returns the slowest answer of the last one to two periods.
 func (a *answerTimes) slowest(now int64) time.Duration {
 	switch p := now / answerPeriod; a.period.Load() {

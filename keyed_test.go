@@ -1,0 +1,281 @@
+package breakwater
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// item is what the tests keep in a keyedMap: its weight is set by the test.
+type item struct {
+	key    string
+	weight atomic.Uint32 // a keep
+}
+
+func newItemMap(max int, ttl time.Duration) *keyedMap[*item] {
+	return newKeyedMap(max, ttl, func(k string) *item { return &item{key: k} },
+		func(it *item, _ time.Time) keep { return keep(it.weight.Load()) })
+}
+
+// check verifies the map's invariants: every live entry is in both the map
+// and the ring, once; the count matches; no key has two live entries.
+func (km *keyedMap[V]) check(t testing.TB) {
+	t.Helper()
+	km.mu.Lock()
+	defer km.mu.Unlock()
+	inRing := 0
+	for i, e := range km.ring {
+		if e == nil {
+			continue
+		}
+		inRing++
+		if e.word.Load()&entryDead != 0 {
+			t.Fatalf("slot %d holds a dead entry", i)
+		}
+		if got, ok := km.m.Load(e.key); !ok || got.(*keyedEntry[V]) != e {
+			t.Fatalf("slot %d (%q) is not the map's entry for its key", i, e.key)
+		}
+	}
+	inMap := 0
+	km.m.Range(func(k, v any) bool {
+		inMap++
+		if v.(*keyedEntry[V]).word.Load()&entryDead != 0 {
+			t.Fatalf("the map holds a dead entry for %q", k)
+		}
+		return true
+	})
+	if n := int(km.count.Load()); n != inRing || n != inMap {
+		t.Fatalf("count %d, %d entries in the ring, %d in the map", n, inRing, inMap)
+	}
+	if inMap > km.hard {
+		t.Fatalf("%d entries, over the hard cap %d", inMap, km.hard)
+	}
+}
+
+// A full map makes room for a new key at once: every new key gets a value
+// of its own and the map never holds more than its cap.
+func TestKeyedMapMakesRoomAtCap(t *testing.T) {
+	km := newItemMap(100, time.Hour)
+	for i := range 10_000 {
+		k := strconv.Itoa(i)
+		if it := km.get(k); it.key != k {
+			t.Fatalf("key %q got the value of %q", k, it.key)
+		}
+		if _, ok := km.lookup(k); !ok {
+			t.Fatalf("key %q is not kept right after its insertion", k)
+		}
+		if n := km.len(); n > 100 {
+			t.Fatalf("%d entries, cap 100", n)
+		}
+	}
+	km.check(t)
+}
+
+// Values that must not be lost (keepHard) and entries pinned by a caller
+// are never evicted; while every entry is such the map grows up to twice
+// its cap, and past that new keys get transient values it does not keep.
+func TestKeyedMapNeverEvictsHardOrPinned(t *testing.T) {
+	km := newItemMap(10, time.Hour)
+	var pins []*keyedEntry[*item]
+	for i := range 10 {
+		if i%2 == 0 {
+			km.get("hard" + strconv.Itoa(i)).weight.Store(uint32(keepHard))
+		} else {
+			pins = append(pins, km.acquire("pinned"+strconv.Itoa(i)))
+		}
+	}
+	// A new key evicts nothing it may not: it takes the slot of a new key
+	// that holds nothing, or grows the map.
+	for i := range 10 {
+		if it := km.get("new" + strconv.Itoa(i)); it.key != "new"+strconv.Itoa(i) {
+			t.Fatal("shared value")
+		}
+	}
+	if n := km.len(); n < 11 || n > 20 {
+		t.Fatalf("%d entries, want between 11 and 20", n)
+	}
+	for i := range 20 {
+		km.get("newer" + strconv.Itoa(i)).weight.Store(uint32(keepHard))
+	}
+	if n := km.len(); n != 20 {
+		t.Fatalf("%d entries, want the map grown to 20", n)
+	}
+	e := km.acquire("transient")
+	if !e.transient || e.v.key != "transient" {
+		t.Fatalf("past the hard cap: transient %v, key %q", e.transient, e.v.key)
+	}
+	e.release()
+	if _, ok := km.lookup("transient"); ok || km.len() != 20 {
+		t.Fatalf("a transient value was kept (%d entries)", km.len())
+	}
+	for i := range 10 {
+		k := "hard" + strconv.Itoa(i)
+		if i%2 == 1 {
+			k = "pinned" + strconv.Itoa(i)
+		}
+		if _, ok := km.lookup(k); !ok {
+			t.Fatalf("%s was evicted", k)
+		}
+	}
+	for _, p := range pins {
+		p.release()
+	}
+	km.check(t)
+}
+
+// An entry holding state worth keeping (keepSoft) outlives a churn of
+// entries that hold none, even when it is not used for a long time.
+func TestKeyedMapPrefersLosslessVictims(t *testing.T) {
+	km := newItemMap(100, time.Hour)
+	km.get("counting").weight.Store(uint32(keepSoft))
+	for i := range 100_000 {
+		km.get(strconv.Itoa(i))
+	}
+	if _, ok := km.lookup("counting"); !ok {
+		t.Fatal("the entry with state was evicted while entries without any were there")
+	}
+	// With nothing but state around, the oldest goes.
+	for i := range 100 {
+		km.get("s" + strconv.Itoa(i)).weight.Store(uint32(keepSoft))
+	}
+	if n := km.len(); n > 100 {
+		t.Fatalf("%d entries, cap 100", n)
+	}
+	km.check(t)
+}
+
+// Entries unused for the idle TTL are evicted (after TTL to 2·TTL), unless
+// they must not be lost; entries used within it are kept.
+func TestKeyedMapIdleTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		km := newItemMap(1000, time.Minute)
+		km.get("idle")
+		km.get("soft-idle").weight.Store(uint32(keepSoft))
+		km.get("hard-idle").weight.Store(uint32(keepHard))
+		km.get("busy")
+		for range 5 {
+			time.Sleep(30 * time.Second)
+			km.get("busy")
+			km.get("trigger" + time.Now().String()) // insertions run the sweep
+		}
+		for k, want := range map[string]bool{"idle": false, "soft-idle": false, "hard-idle": true, "busy": true} {
+			if _, ok := km.lookup(k); ok != want {
+				t.Errorf("%s kept: %v, want %v", k, ok, want)
+			}
+		}
+		km.check(t)
+
+		// Within the TTL nothing idle goes.
+		km.get("recent")
+		time.Sleep(59 * time.Second)
+		km.get("trigger")
+		if _, ok := km.lookup("recent"); !ok {
+			t.Error("an entry idle for less than the TTL was evicted")
+		}
+	})
+}
+
+// The use/evict race: callers pin hot keys while a churn of new keys keeps
+// the map evicting at its cap; a pinned entry is never evicted under its
+// holder, and no key ever has two live entries.
+func TestKeyedMapUseEvictRace(t *testing.T) {
+	km := newItemMap(8, time.Nanosecond) // every insertion sweeps, and evicts at the cap
+	stop := make(chan struct{})
+	var churn sync.WaitGroup
+	churn.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+				km.get("churn" + strconv.Itoa(i%64))
+			}
+		}
+	})
+	rounds := 5_000
+	if testing.Short() {
+		rounds = 500
+	}
+	var users sync.WaitGroup
+	var lost atomic.Int64
+	for u := range 4 {
+		users.Go(func() {
+			k := "hot" + strconv.Itoa(u%2)
+			for r := range rounds {
+				e := km.acquire(k)
+				for i := range 3 * 8 { // the hand goes round the map several times
+					km.get("user" + strconv.Itoa(u) + "-" + strconv.Itoa(r%7) + "-" + strconv.Itoa(i))
+				}
+				if got, ok := km.m.Load(k); !e.transient && (!ok || got.(*keyedEntry[*item]) != e || e.word.Load()&entryDead != 0) {
+					lost.Add(1)
+				}
+				e.release()
+			}
+		})
+	}
+	users.Wait()
+	close(stop)
+	churn.Wait()
+	if n := lost.Load(); n > 0 {
+		t.Fatalf("%d times a pinned entry was evicted under its holder", n)
+	}
+	km.check(t)
+}
+
+// FuzzKeyedMap runs sequences of operations on a small map and checks its
+// invariants after each: the count matches the live entries, no key has
+// two, the hard cap holds, and neither keepHard nor pinned entries are ever
+// evicted.
+func FuzzKeyedMap(f *testing.F) {
+	f.Add(uint8(2), []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11})
+	f.Add(uint8(1), []byte{0x40, 0x41, 0x42, 0x80, 0x81, 0xc0, 0x03, 0x04})
+	f.Add(uint8(3), []byte{0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48, 0x49, 0x4a})
+	f.Fuzz(func(t *testing.T, max uint8, ops []byte) {
+		ops = ops[:min(len(ops), 512)] // long sequences add time, not states
+		synctest.Test(t, func(t *testing.T) {
+			km := newItemMap(1+int(max%6), time.Minute)
+			var pinned []*keyedEntry[*item]
+			hard := map[string]bool{}
+			for _, op := range ops {
+				k := strconv.Itoa(int(op & 15))
+				switch op >> 6 {
+				case 0:
+					km.get(k)
+				case 1:
+					if e := km.acquire(k); !e.transient {
+						pinned = append(pinned, e)
+					} else {
+						e.release()
+					}
+				case 2:
+					if len(pinned) > 0 {
+						pinned[0].release()
+						pinned = pinned[1:]
+					} else {
+						time.Sleep(time.Duration(op&63) * time.Second)
+					}
+				case 3:
+					if it, ok := km.lookup(k); ok {
+						w := keep(op>>4&3) % 3
+						it.weight.Store(uint32(w))
+						hard[k] = w == keepHard
+					}
+				}
+				km.check(t)
+				for k, h := range hard {
+					if _, ok := km.lookup(k); h && !ok {
+						t.Fatalf("keepHard entry %q was evicted", k)
+					}
+				}
+				for _, e := range pinned {
+					if e.word.Load()&entryDead != 0 {
+						t.Fatalf("pinned entry %q was evicted", e.key)
+					}
+				}
+			}
+		})
+	})
+}
