@@ -168,6 +168,11 @@ func (t *Transport) send(r *attemptResult) {
 	r.resp, r.err = t.base.RoundTrip(r.req)
 	r.end = t.now()
 	took := time.Duration(r.end - r.start)
+	if r.err == nil {
+		if err := refuseUnsolicitedUpgrade(r.req, r.resp); err != nil {
+			r.resp, r.err = nil, err
+		}
+	}
 	if r.err != nil {
 		r.resp = nil
 		r.err = markTimeout(r.ctx, r.err)

@@ -2,6 +2,7 @@ package breakwater
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -119,6 +120,25 @@ func isUpgrade(req *http.Request) bool {
 		}
 	}
 	return false
+}
+
+// errUnsolicitedUpgrade ends an attempt whose upstream answered 101
+// Switching Protocols to a request that did not ask to switch: the
+// connection then speaks a protocol nobody agreed on, and reading a body
+// from it could wait forever. It is a [NetworkError], retried like a reset.
+var errUnsolicitedUpgrade = errors.New("breakwater: 101 Switching Protocols to a request that did not ask to upgrade")
+
+// refuseUnsolicitedUpgrade closes resp and returns errUnsolicitedUpgrade
+// when resp switches protocols although req did not ask to; it returns nil
+// otherwise.
+func refuseUnsolicitedUpgrade(req *http.Request, resp *http.Response) error {
+	if resp.StatusCode != http.StatusSwitchingProtocols || isUpgrade(req) {
+		return nil
+	}
+	if resp.Body != nil {
+		_ = resp.Body.Close() // an upgraded body closes the connection
+	}
+	return errUnsolicitedUpgrade
 }
 
 // drainLimit bounds how much of a discarded response is read so that its

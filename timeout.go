@@ -83,6 +83,11 @@ func timeoutStage(d time.Duration, cause error) Stage {
 			}
 			ctx, cancel := context.WithTimeoutCause(req.Context(), d, cause)
 			resp, err := next.RoundTrip(req.WithContext(ctx))
+			if err == nil {
+				if err = refuseUnsolicitedUpgrade(req, resp); err != nil {
+					resp = nil
+				}
+			}
 			if err != nil {
 				cancel()
 				return nil, markTimeout(ctx, err)

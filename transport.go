@@ -35,7 +35,10 @@ import (
 // A response the caller does not get (one that is retried) is drained, up to
 // 64 KiB and for at most 20 ms, and closed; a body that stalls costs its
 // connection, not the call's time. Every wait (backoff, Retry-After, the
-// pause gate, limits) ends at the call's deadline.
+// pause gate, limits) ends at the call's deadline. A 101 Switching
+// Protocols answering a request that did not ask to upgrade is not a
+// response: its connection is closed and the attempt fails with a
+// [NetworkError], retried like a reset.
 //
 // Build a Transport with [NewTransport]; the zero value is not usable.
 type Transport struct {

@@ -2,10 +2,13 @@ package breakwater_test
 
 import (
 	"bufio"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	bw "github.com/breakwater-go/breakwater"
@@ -55,5 +58,42 @@ func TestUpgradeKeepsTheConnection(t *testing.T) {
 	}
 	if n := tr.Bulkheads().InFlight(bw.HostKey(req)); n != 0 {
 		t.Fatalf("the upgraded connection holds a concurrency slot (%d in flight)", n)
+	}
+}
+
+// An unsolicited 101 Switching Protocols, to a request that did not ask to
+// upgrade, is a broken exchange: the call ends with an error at once,
+// releasing its concurrency slot, instead of handing back a connection
+// whose body read never ends.
+func TestUnsolicitedSwitchingProtocols(t *testing.T) {
+	for _, hdr := range []string{"Connection: Upgrade\r\nUpgrade: h2c\r\n", ""} {
+		t.Run(fmt.Sprintf("header=%q", hdr), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := rawTransport(func(c net.Conn, br *bufio.Reader) {
+					if _, ok := readRequest(br); !ok {
+						return
+					}
+					io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\n"+hdr+"\r\n")
+					io.Copy(io.Discard, c) // hold the connection until the client lets go
+				})
+				defer base.CloseIdleConnections()
+				tr := newTransport(t, base, bw.WithMaxAttempts(1), bw.WithCallTimeout(2*time.Second),
+					bw.WithAttemptTimeout(time.Second), bw.WithConcurrencyLimit(1))
+				req, _ := http.NewRequest(http.MethodGet, "http://upstream.test/", nil)
+				start := time.Now()
+				resp, err := tr.RoundTrip(req)
+				if err == nil {
+					_, rerr := io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					t.Fatalf("a 101 to a plain GET came back as a response (%d), body read %v after %s", resp.StatusCode, rerr, time.Since(start))
+				}
+				if d := time.Since(start); d > 0 {
+					t.Errorf("the call took %s; a 101 nobody asked for ends it at once", d)
+				}
+				if n := tr.Bulkheads().InFlight("http://upstream.test"); n != 0 {
+					t.Errorf("%d concurrency slots held after the call", n)
+				}
+			})
+		})
 	}
 }
