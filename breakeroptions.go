@@ -81,8 +81,9 @@ func WithOpenJitter(fraction float64) BreakerOption {
 	return breakerOptionFunc(func(c *breakerConfig) { c.jitter = fraction })
 }
 
-// WithHalfOpen sets how many probes may be in flight while half-open and how
-// many successful probes close the breaker. Defaults: 1 and 2.
+// WithHalfOpen sets how many probes may be in flight while half-open (at
+// most 1024) and how many successful probes close the breaker. Defaults: 1
+// and 2.
 func WithHalfOpen(maxProbes, successes int) BreakerOption {
 	return breakerOptionFunc(func(c *breakerConfig) { c.maxProbes, c.successes = maxProbes, successes })
 }
@@ -158,10 +159,7 @@ func WithBreakerObserver(o Observer) BreakerOption {
 }
 
 func (c *breakerConfig) validate() error {
-	if err := c.policy.validate(); err != nil {
-		return err
-	}
-	var errs []error
+	errs := []error{c.policy.validate()}
 	if c.openTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("breakwater: open timeout must be > 0, got %s", c.openTimeout))
 	}
@@ -171,8 +169,8 @@ func (c *breakerConfig) validate() error {
 	if !(c.jitter >= 0 && c.jitter <= 1) {
 		errs = append(errs, fmt.Errorf("breakwater: open jitter must be in [0, 1], got %v", c.jitter))
 	}
-	if c.maxProbes < 1 || c.successes < 1 {
-		errs = append(errs, fmt.Errorf("breakwater: half-open needs >= 1 probe and >= 1 success, got %d and %d", c.maxProbes, c.successes))
+	if c.maxProbes < 1 || c.maxProbes > maxProbes || c.successes < 1 || c.successes > maxCount {
+		errs = append(errs, fmt.Errorf("breakwater: half-open needs 1 to %d probes and 1 to %d successes, got %d and %d", maxProbes, maxCount, c.maxProbes, c.successes))
 	}
 	if c.probeTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("breakwater: probe timeout must be > 0, got %s", c.probeTimeout))
@@ -186,8 +184,8 @@ func (c *breakerConfig) validate() error {
 	if c.mode > ModeDisabled {
 		errs = append(errs, fmt.Errorf("breakwater: unknown breaker mode %d", c.mode))
 	}
-	if c.maxKeys < 1 || c.idleTTL <= 0 {
-		errs = append(errs, fmt.Errorf("breakwater: breaker limits need maxKeys >= 1 and idleTTL > 0, got %d and %s", c.maxKeys, c.idleTTL))
+	if c.maxKeys < 1 || c.maxKeys > maxRegistryKeys || c.idleTTL <= 0 {
+		errs = append(errs, fmt.Errorf("breakwater: breaker limits need maxKeys in [1, %d] and idleTTL > 0, got %d and %s", maxRegistryKeys, c.maxKeys, c.idleTTL))
 	}
 	return errors.Join(errs...)
 }

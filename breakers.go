@@ -264,7 +264,7 @@ func (bs *Breakers) newBreaker(key string) *Breaker {
 		if p.ratio > 0 {
 			b.share = newShareWindow(p.within)
 		} else {
-			b.window = failureWindow{times: make([]int64, p.tolerate+1)}
+			b.window = newFailureWindow(p.tolerate, p.within)
 		}
 	case policyFailureRate:
 		b.rate = newRateWindow(p.within)

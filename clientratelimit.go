@@ -129,7 +129,7 @@ func NewClientRateLimit(rl *RateLimiters, key KeyFunc, opts ...ClientRateLimitOp
 		policyName: c.policy,
 	}
 	burst := rl.Burst()
-	crl.window = max(1, int64(math.Ceil(float64(burst)/float64(rl.Limit()))))
+	crl.window = max(1, int64(min(math.Ceil(float64(burst)/float64(rl.Limit())), float64(maxHintSeconds))))
 	crl.interval = newGCRAParams(rl.Limit(), burst).interval
 	crl.policyHdr = []string{`"` + c.policy + `";q=` + strconv.Itoa(burst) + ";w=" + strconv.FormatInt(crl.window, 10)}
 	crl.limitHdr = []string{strconv.Itoa(burst)}

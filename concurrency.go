@@ -72,8 +72,8 @@ func newBulkheadConfig(limit int, defaults, opts []BulkheadOption) (*bulkheadCon
 	if c.maxQueue < 0 || c.maxWait < 0 || (c.maxQueue == 0) != (c.maxWait == 0) {
 		errs = append(errs, fmt.Errorf("breakwater: bulkhead queue needs a length and a wait both > 0 or both 0, got %d and %s", c.maxQueue, c.maxWait))
 	}
-	if c.maxKeys < 1 || c.idleTTL <= 0 {
-		errs = append(errs, fmt.Errorf("breakwater: bulkhead keys need maxKeys >= 1 and idleTTL > 0, got %d and %s", c.maxKeys, c.idleTTL))
+	if c.maxKeys < 1 || c.maxKeys > maxRegistryKeys || c.idleTTL <= 0 {
+		errs = append(errs, fmt.Errorf("breakwater: bulkhead keys need maxKeys in [1, %d] and idleTTL > 0, got %d and %s", maxRegistryKeys, c.maxKeys, c.idleTTL))
 	}
 	if c.adaptive != nil && c.limit >= 1 {
 		if _, err := c.adaptive.adaptive(c.limit); err != nil {

@@ -32,7 +32,7 @@ func (c *config) plan() []time.Duration {
 func (c *config) worstPlan() time.Duration {
 	var total time.Duration
 	for _, d := range c.plan() {
-		total += d
+		total = time.Duration(addSat(int64(total), int64(max(0, d))))
 	}
 	if c.callTimeout > 0 {
 		total = min(total, c.callTimeout)
@@ -128,7 +128,7 @@ func (t *Transport) Explain() string {
 	case c.callTimeout > 0:
 		line(2, "takes", "at most %s (the call timeout)", formatDuration(c.callTimeout))
 	case c.attemptTimeout > 0:
-		line(2, "takes", "at most %s (%d attempts of up to %s, plus the waits)", formatDuration(wait+time.Duration(c.maxAttempts)*c.attemptTimeout), c.maxAttempts, formatDuration(c.attemptTimeout))
+		line(2, "takes", "at most %s (%d attempts of up to %s, plus the waits)", formatDuration(time.Duration(addSat(int64(wait), int64(mulSat(c.attemptTimeout, int64(c.maxAttempts)))))), c.maxAttempts, formatDuration(c.attemptTimeout))
 	default:
 		line(2, "takes", "unbounded: nothing limits a single attempt")
 	}

@@ -20,7 +20,8 @@ func (f pauseOptionFunc) applyPause(c *pauseConfig) { f(c) }
 
 type pauseConfig struct {
 	maxPause time.Duration
-	maxWait  time.Duration // < 0: up to maxPause
+	maxWait  time.Duration
+	waitSet  bool // maxWait was set; else up to maxPause
 	maxKeys  int
 	idleTTL  time.Duration
 	bus      ClusterBus
@@ -37,7 +38,7 @@ func WithMaxPause(d time.Duration) PauseOption {
 // calls to a paused key fail at once. Default: as long as the longest
 // pause, so that only the call's deadline decides.
 func WithPauseWait(d time.Duration) PauseOption {
-	return pauseOptionFunc(func(c *pauseConfig) { c.maxWait = d })
+	return pauseOptionFunc(func(c *pauseConfig) { c.maxWait, c.waitSet = d, true })
 }
 
 // WithPauseKeys bounds a [PauseGates] registry: at most maxKeys gates, and
@@ -106,7 +107,7 @@ func NewPauseGates(opts ...PauseOption) (*PauseGates, error) {
 }
 
 func newPauseGates(defaults, opts []PauseOption) (*PauseGates, error) {
-	c := pauseConfig{maxPause: DefaultMaxRetryAfter, maxWait: -1, maxKeys: DefaultMaxKeys, idleTTL: DefaultKeyIdleTTL}
+	c := pauseConfig{maxPause: DefaultMaxRetryAfter, maxKeys: DefaultMaxKeys, idleTTL: DefaultKeyIdleTTL}
 	for _, o := range defaults {
 		o.applyPause(&c)
 	}
@@ -119,13 +120,16 @@ func newPauseGates(defaults, opts []PauseOption) (*PauseGates, error) {
 	if c.maxPause <= 0 {
 		errs = append(errs, fmt.Errorf("breakwater: max pause must be > 0, got %s", c.maxPause))
 	}
-	if c.maxKeys < 1 || c.idleTTL <= 0 {
-		errs = append(errs, fmt.Errorf("breakwater: pause gate keys need maxKeys >= 1 and idleTTL > 0, got %d and %s", c.maxKeys, c.idleTTL))
+	if c.waitSet && c.maxWait < 0 {
+		errs = append(errs, fmt.Errorf("breakwater: pause wait must be >= 0, got %s", c.maxWait))
+	}
+	if c.maxKeys < 1 || c.maxKeys > maxRegistryKeys || c.idleTTL <= 0 {
+		errs = append(errs, fmt.Errorf("breakwater: pause gate keys need maxKeys in [1, %d] and idleTTL > 0, got %d and %s", maxRegistryKeys, c.maxKeys, c.idleTTL))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if c.maxWait < 0 {
+	if !c.waitSet {
 		c.maxWait = c.maxPause
 	}
 	g := &PauseGates{cfg: c, start: time.Now()}

@@ -12,6 +12,14 @@ import (
 // size it from.
 const DefaultWindowWithin = 10 * time.Second
 
+// maxCount bounds every count a policy or a breaker option takes
+// (tolerate, thresholds, minimum calls, probe successes).
+const maxCount = 1 << 30
+
+// maxProbes bounds the half-open probes in flight: a breaker keeps a lease
+// for each.
+const maxProbes = 1024
+
 type policyKind uint8
 
 const (
@@ -41,6 +49,9 @@ type Policy struct {
 // Successes never decrement the count. This is ExternalService's policy,
 // and its contract is exact: Window(10, …) opens on the 11th failing call
 // whatever the call volume. [Policy.WithRatio] makes it volume-aware.
+// tolerate is at most 1,073,741,824, and a breaker's memory does not grow with
+// it: above 31 failures are counted in 32 buckets of within/32, and a
+// failure then counts for up to within·33/32.
 //
 // within 0 sizes the window automatically: a [Transport] sizes it from its
 // retry plan (twice the time tolerate failing calls take, at least 10 s) so
@@ -150,8 +161,8 @@ func (p Policy) Within() time.Duration { return p.within }
 func (p Policy) validate() error {
 	switch p.kind {
 	case policyWindow:
-		if p.tolerate < 0 {
-			return fmt.Errorf("breakwater: Window tolerate must be >= 0, got %d", p.tolerate)
+		if p.tolerate < 0 || p.tolerate > maxCount {
+			return fmt.Errorf("breakwater: Window tolerate must be in [0, %d], got %d", maxCount, p.tolerate)
 		}
 		if p.within < 0 {
 			return fmt.Errorf("breakwater: Window within must be >= 0, got %s", p.within)
@@ -160,15 +171,15 @@ func (p Policy) validate() error {
 			return fmt.Errorf("breakwater: Window ratio must be in [0, 1], got %v", p.ratio)
 		}
 	case policyConsecutive:
-		if p.threshold < 1 {
-			return fmt.Errorf("breakwater: Consecutive threshold must be >= 1, got %d", p.threshold)
+		if p.threshold < 1 || p.threshold > maxCount {
+			return fmt.Errorf("breakwater: Consecutive threshold must be in [1, %d], got %d", maxCount, p.threshold)
 		}
 	case policyFailureRate:
 		if !(p.ratio > 0 && p.ratio <= 1) {
 			return fmt.Errorf("breakwater: FailureRate ratio must be in (0, 1], got %v", p.ratio)
 		}
-		if p.minCalls < 1 {
-			return fmt.Errorf("breakwater: FailureRate minCalls must be >= 1, got %d", p.minCalls)
+		if p.minCalls < 1 || p.minCalls > maxCount {
+			return fmt.Errorf("breakwater: FailureRate minCalls must be in [1, %d], got %d", maxCount, p.minCalls)
 		}
 		if p.within <= 0 {
 			return fmt.Errorf("breakwater: FailureRate within must be > 0, got %s", p.within)
@@ -181,8 +192,8 @@ func (p Policy) validate() error {
 	}
 	for c, n := range p.byCategory {
 		switch {
-		case n < 0:
-			return fmt.Errorf("breakwater: category threshold for %s must be >= 0, got %d", Category(c), n)
+		case n < 0 || n > maxCount:
+			return fmt.Errorf("breakwater: category threshold for %s must be in [0, %d], got %d", Category(c), maxCount, n)
 		case n > 0 && p.kind == policyFailureRate:
 			return errors.New("breakwater: category thresholds apply only to the Consecutive and Window policies")
 		}

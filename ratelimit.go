@@ -92,8 +92,8 @@ func newRateLimitConfig(limit rate.Limit, burst int, defaults []RateLimitOption,
 	if c.maxWait < 0 {
 		errs = append(errs, fmt.Errorf("breakwater: rate limit wait must be >= 0, got %s", c.maxWait))
 	}
-	if c.maxKeys < 1 || c.idleTTL <= 0 {
-		errs = append(errs, fmt.Errorf("breakwater: rate limiter keys need maxKeys >= 1 and idleTTL > 0, got %d and %s", c.maxKeys, c.idleTTL))
+	if c.maxKeys < 1 || c.maxKeys > maxRegistryKeys || c.idleTTL <= 0 {
+		errs = append(errs, fmt.Errorf("breakwater: rate limiter keys need maxKeys in [1, %d] and idleTTL > 0, got %d and %s", maxRegistryKeys, c.maxKeys, c.idleTTL))
 	}
 	return c, errors.Join(errs...)
 }

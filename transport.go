@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"time"
 )
@@ -128,7 +129,7 @@ func WithAttemptTimeout(d time.Duration) Option {
 }
 
 // WithMaxAttempts sets the number of attempts per call, the first included;
-// 1 disables retries. Default: 3.
+// 1 disables retries. It must be at most 1000. Default: 3.
 func WithMaxAttempts(n int) Option {
 	return optionFunc(func(c *config) { c.maxAttempts = n })
 }
@@ -310,9 +311,7 @@ func NewTransport(opts ...Option) (*Transport, error) {
 			o.apply(&cfg)
 		}
 	}
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
+	cfgErr := cfg.validate()
 	t := &Transport{cfg: cfg, base: cfg.base, start: time.Now()}
 	if t.base == nil {
 		t.base = http.DefaultTransport.(*http.Transport).Clone()
@@ -323,24 +322,28 @@ func NewTransport(opts ...Option) (*Transport, error) {
 	if cfg.key == nil {
 		t.cfg.key = HostKey
 	}
+	// Every invalid option is reported at once: the breaker and limit
+	// options are checked even when the retry options are invalid.
+	var bErr, lErr error
 	t.breakers = cfg.breakers
 	if t.breakers == nil {
 		bopts := []BreakerOption{WithProbeTimeout(orDefault(cfg.attemptTimeout, DefaultProbeTimeout))}
 		bopts = append(bopts, cfg.breakerOpts...)
-		var err error
-		if t.breakers, err = newSizedBreakers(cfg, bopts); err != nil {
-			return nil, err
+		if cfgErr != nil {
+			_, bErr = NewBreakers(bopts...) // sizing needs a valid retry plan
+		} else {
+			t.breakers, bErr = newSizedBreakers(cfg, bopts)
 		}
+	}
+	t.limits, lErr = cfg.limits.build(cfg.maxKeys, cfg.idleTTL, cfg.maxRetryAfter)
+	if err := errors.Join(cfgErr, bErr, lErr); err != nil {
+		return nil, err
 	}
 	// The transport's observers see its own breakers' transitions; a shared
 	// registry reports to the observers given with WithBreakerObserver, so
 	// that sharing it never counts a transition twice.
 	if t.obs = Observers(cfg.observers...); t.obs != nil && cfg.breakers == nil {
 		t.breakers.addListener(transitionReporter(t.obs))
-	}
-	var err error
-	if t.limits, err = cfg.limits.build(cfg.maxKeys, cfg.idleTTL, cfg.maxRetryAfter); err != nil {
-		return nil, err
 	}
 	t.limits.obs = t.obs
 	t.keys = newKeyedMap(cfg.maxKeys, cfg.idleTTL, func(string) *upstream {
@@ -375,23 +378,53 @@ func (c *config) validate() error {
 	if c.callTimeout > 0 && c.attemptTimeout > c.callTimeout {
 		errs = append(errs, fmt.Errorf("breakwater: attempt timeout %s exceeds the call timeout %s", c.attemptTimeout, c.callTimeout))
 	}
-	if c.maxAttempts < 1 {
-		errs = append(errs, fmt.Errorf("breakwater: max attempts must be >= 1, got %d", c.maxAttempts))
+	if c.maxAttempts < 1 || c.maxAttempts > maxAttemptsLimit {
+		errs = append(errs, fmt.Errorf("breakwater: max attempts must be in [1, %d], got %d", maxAttemptsLimit, c.maxAttempts))
+	} else if err := c.checkPlan(); err != nil {
+		errs = append(errs, err)
 	}
-	if c.bufferBodies < 0 {
-		errs = append(errs, fmt.Errorf("breakwater: body buffering limit must be >= 0, got %d", c.bufferBodies))
+	if c.bufferBodies < 0 || c.bufferBodies == math.MaxInt64 {
+		errs = append(errs, fmt.Errorf("breakwater: body buffering limit must be in [0, %d], got %d", int64(math.MaxInt64-1), c.bufferBodies))
 	}
-	if c.budget && (c.budgetRatio < 0 || c.budgetFloor < 0 || c.budgetWindow <= 0) {
-		errs = append(errs, fmt.Errorf("breakwater: retry budget needs ratio >= 0, floor >= 0 and window > 0, got %v, %v, %s", c.budgetRatio, c.budgetFloor, c.budgetWindow))
+	if c.budget && !(finite(c.budgetRatio) && c.budgetRatio >= 0 && finite(c.budgetFloor) && c.budgetFloor >= 0 &&
+		c.budgetWindow > 0 && c.budgetFloor*c.budgetWindow.Seconds() < maxBudgetReserve) {
+		errs = append(errs, fmt.Errorf("breakwater: retry budget needs a finite ratio >= 0, a finite floor >= 0 and a window > 0, got %v, %v, %s", c.budgetRatio, c.budgetFloor, c.budgetWindow))
 	}
 	if c.maxRetryAfter < 0 || c.slowCall < 0 {
 		errs = append(errs, errors.New("breakwater: max Retry-After and slow-call threshold must be >= 0"))
 	}
-	if c.maxKeys < 1 || c.idleTTL <= 0 {
-		errs = append(errs, fmt.Errorf("breakwater: key limits need maxKeys >= 1 and idleTTL > 0, got %d and %s", c.maxKeys, c.idleTTL))
+	if c.maxKeys < 1 || c.maxKeys > maxRegistryKeys || c.idleTTL <= 0 {
+		errs = append(errs, fmt.Errorf("breakwater: key limits need maxKeys in [1, %d] and idleTTL > 0, got %d and %s", maxRegistryKeys, c.maxKeys, c.idleTTL))
 	}
 	return errors.Join(errs...)
 }
+
+// maxAttemptsLimit is the most attempts per call [WithMaxAttempts] and
+// [RequestPolicy] accept.
+const maxAttemptsLimit = 1000
+
+// maxBudgetReserve bounds a retry budget's floor × window, in retries.
+const maxBudgetReserve = 1e12
+
+// checkPlan computes the retry plan once, so that a Backoff that panics or
+// waits whose sum overflows are construction errors.
+func (c *config) checkPlan() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("breakwater: the backoff panicked: %v", r)
+		}
+	}()
+	var total int64
+	for _, d := range c.plan() {
+		if total = addSat(total, int64(max(0, d))); total == math.MaxInt64 {
+			return fmt.Errorf("breakwater: the waits of %d attempts add up to more than %s", c.maxAttempts, time.Duration(math.MaxInt64))
+		}
+	}
+	return nil
+}
+
+// finite reports whether x is neither NaN nor infinite.
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 // CloseIdleConnections closes the base transport's idle connections, if it
 // has a CloseIdleConnections method; [http.Client.CloseIdleConnections]
@@ -468,7 +501,8 @@ type call struct {
 // it to the request's context with [WithRequestPolicy]. Zero fields keep the
 // transport's settings.
 type RequestPolicy struct {
-	// MaxAttempts overrides the attempts per call; 1 disables retries.
+	// MaxAttempts overrides the attempts per call; 1 disables retries,
+	// and more than 1000 counts as 1000.
 	MaxAttempts int
 	// CallTimeout and AttemptTimeout override the timeouts; a negative
 	// value disables that timeout for this request.
@@ -494,7 +528,7 @@ func (t *Transport) policy(req *http.Request) RequestPolicy {
 		return p
 	}
 	if o.MaxAttempts > 0 {
-		p.MaxAttempts = o.MaxAttempts
+		p.MaxAttempts = min(o.MaxAttempts, maxAttemptsLimit)
 	}
 	if o.CallTimeout != 0 {
 		p.CallTimeout = max(0, o.CallTimeout)
@@ -630,7 +664,7 @@ func newSizedBreakers(c config, opts []BreakerOption) (*Breakers, error) {
 	}
 	plan := c.worstPlan()
 	if bs.cfg.autoWithin {
-		p.within = max(DefaultWindowWithin, 2*plan*time.Duration(max(1, p.tolerate)))
+		p.within = max(DefaultWindowWithin, mulSat(plan, 2*int64(max(1, p.tolerate))))
 		return bs, nil
 	}
 	if c.meltPerAttempt || p.tolerate == 0 {

@@ -6,28 +6,64 @@ import (
 	"time"
 )
 
-// failureWindow holds the times of the failures counted by a Window policy:
-// a failure at t counts at now while t > now-within. Guarded by Breaker.mu.
+// failureWindow holds the failures counted by a Window policy: a failure
+// at t counts at now while t > now-within. Its memory does not grow with
+// the policy's tolerate: up to windowExact failures it keeps each one's
+// time; for a larger tolerate it counts failures in windowExact buckets of
+// within/windowExact each, and a failure then counts for within to
+// within·(1+1/windowExact) (never less than within). Guarded by
+// Breaker.mu.
 type failureWindow struct {
-	times   []int64 // ring, capacity tolerate+1
+	slots   []windowSlot // ring: failure times, or buckets
 	head, n int
+	total   int   // failures in the ring
+	width   int64 // bucket width; 0: exact times
+}
+
+// windowSlot is one failure (n == 1), or one bucket of failures starting at
+// at.
+type windowSlot struct{ at, n int64 }
+
+// windowExact is the largest tolerate+1 whose failure times are kept
+// exactly, and the number of buckets above it.
+const windowExact = 32
+
+func newFailureWindow(tolerate int, within time.Duration) failureWindow {
+	if tolerate < windowExact {
+		return failureWindow{slots: make([]windowSlot, tolerate+1)}
+	}
+	return failureWindow{slots: make([]windowSlot, windowExact+1), width: max(1, int64(within)/windowExact)}
 }
 
 // add records a failure at now and returns the count within the window.
 func (w *failureWindow) add(now, within int64) int {
 	w.expire(now, within)
-	if w.n == len(w.times) { // cannot happen while opening clears the window; keep the newest
-		w.head = (w.head + 1) % len(w.times)
+	at := now
+	if w.width > 0 {
+		at -= now % w.width
+		if w.n > 0 {
+			if last := &w.slots[(w.head+w.n-1)%len(w.slots)]; last.at == at {
+				last.n++
+				w.total++
+				return w.total
+			}
+		}
+	}
+	if w.n == len(w.slots) { // cannot happen while opening clears the window; keep the newest
+		w.total -= int(w.slots[w.head].n)
+		w.head = (w.head + 1) % len(w.slots)
 		w.n--
 	}
-	w.times[(w.head+w.n)%len(w.times)] = now
+	w.slots[(w.head+w.n)%len(w.slots)] = windowSlot{at: at, n: 1}
 	w.n++
-	return w.n
+	w.total++
+	return w.total
 }
 
 func (w *failureWindow) expire(now, within int64) {
-	for w.n > 0 && w.times[w.head] <= now-within {
-		w.head = (w.head + 1) % len(w.times)
+	for w.n > 0 && w.slots[w.head].at+w.width <= now-within {
+		w.total -= int(w.slots[w.head].n)
+		w.head = (w.head + 1) % len(w.slots)
 		w.n--
 	}
 }
@@ -35,10 +71,10 @@ func (w *failureWindow) expire(now, within int64) {
 // live returns the count within the window at now.
 func (w *failureWindow) live(now, within int64) int {
 	w.expire(now, within)
-	return w.n
+	return w.total
 }
 
-func (w *failureWindow) clear() { w.head, w.n = 0, 0 }
+func (w *failureWindow) clear() { w.head, w.n, w.total = 0, 0, 0 }
 
 // rateWindow counts two quantities (calls and failures, or calls and
 // retries) in rateBuckets buckets spanning a sliding window. Updates are lock-free; a bucket is recycled

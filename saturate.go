@@ -1,0 +1,33 @@
+package breakwater
+
+import (
+	"math"
+	"time"
+)
+
+// Saturating arithmetic on durations and registry clocks: configured
+// durations may be as long as math.MaxInt64, and a sum or product that
+// overflows must stay at the end of time, never wrap round to the past.
+
+// addSat returns a+b, saturating at math.MaxInt64 and math.MinInt64.
+func addSat(a, b int64) int64 {
+	s := a + b
+	switch {
+	case b > 0 && s < a:
+		return math.MaxInt64
+	case b < 0 && s > a:
+		return math.MinInt64
+	}
+	return s
+}
+
+// mulSat returns d·n for n >= 0, saturating at math.MaxInt64 for d >= 0.
+func mulSat(d time.Duration, n int64) time.Duration {
+	if d <= 0 || n <= 0 {
+		return d * time.Duration(n)
+	}
+	if d > math.MaxInt64/time.Duration(n) {
+		return math.MaxInt64
+	}
+	return d * time.Duration(n)
+}
