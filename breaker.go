@@ -349,7 +349,7 @@ func (b *Breaker) openFor(o Outcome) time.Duration {
 	}
 	d := cfg.openTimeout
 	for i := 0; i < b.opens && d < cfg.maxOpenTimeout; i++ {
-		d *= 2
+		d = mulSat(d, 2)
 	}
 	return min(d, cfg.maxOpenTimeout)
 }
@@ -357,7 +357,7 @@ func (b *Breaker) openFor(o Outcome) time.Duration {
 func (b *Breaker) toOpenLocked(now int64, reason Reason, o Outcome, failures int) {
 	d := b.openFor(o)
 	if j := b.bs.cfg.jitter; j > 0 {
-		d += time.Duration(rand.Float64() * j * float64(d))
+		d = time.Duration(addSat(int64(d), int64(fracSat(d, rand.Float64()*j))))
 	}
 	b.needOK = b.bs.cfg.successes
 	if o.Category == Throttled {
@@ -365,8 +365,9 @@ func (b *Breaker) toOpenLocked(now int64, reason Reason, o Outcome, failures int
 	}
 	b.opens++
 	b.openedAt = now
-	b.openUntil.Store(now + int64(d))
-	b.openErr.Store(&BreakerError{Key: b.key, State: StateOpen, OpenUntil: b.bs.wall(now + int64(d))})
+	until := addSat(now, int64(d))
+	b.openUntil.Store(until)
+	b.openErr.Store(&BreakerError{Key: b.key, State: StateOpen, OpenUntil: b.bs.wall(until)})
 	b.clearCounts()
 	t := b.transitionLocked(StateOpen, reason)
 	t.Category, t.Failures, t.OpenFor, t.Opens = o.Category, failures, d, b.opens
@@ -440,8 +441,9 @@ func (b *Breaker) forceOpen(d time.Duration, reason Reason, ok func(now int64) b
 	}
 	b.needOK = b.bs.cfg.successes
 	b.openedAt = now
-	b.openUntil.Store(now + int64(d))
-	b.openErr.Store(&BreakerError{Key: b.key, State: StateOpen, OpenUntil: b.bs.wall(now + int64(d))})
+	until := addSat(now, int64(d))
+	b.openUntil.Store(until)
+	b.openErr.Store(&BreakerError{Key: b.key, State: StateOpen, OpenUntil: b.bs.wall(until)})
 	b.clearCounts()
 	t := b.transitionLocked(StateOpen, reason)
 	t.OpenFor = d

@@ -200,17 +200,18 @@ func (bs *Breakers) applyRemote(e ClusterEvent) {
 		}
 		return
 	}
-	b := bs.Get(e.Key)
+	b, pin := bs.acquire(e.Key) // kept in the registry until opened
+	defer pin.release()
 	j := bs.cfg.jitter
 	if j < DefaultOpenJitter {
 		j = DefaultOpenJitter
 	}
-	d := e.For + time.Duration(rand.Float64()*j*float64(e.For))
+	d := time.Duration(addSat(int64(e.For), int64(fracSat(e.For, rand.Float64()*j))))
 	b.forceOpen(d, ReasonCluster, func(now int64) bool {
 		// Already open for at least as long: nothing to do (a trip seen
 		// again by a periodic read, or one this replica had too).
 		_, s := unpack(b.sg.Load())
-		return s != StateOpen || b.openUntil.Load() < now+int64(e.For)
+		return s != StateOpen || b.openUntil.Load() < addSat(now, int64(e.For))
 	})
 }
 

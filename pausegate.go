@@ -201,7 +201,7 @@ func (g *PauseGates) pause(key string, d time.Duration, publish bool) time.Time 
 	if g == nil || d <= 0 {
 		return time.Time{}
 	}
-	until := g.now() + int64(min(d, g.cfg.maxPause))
+	until := addSat(g.now(), int64(min(d, g.cfg.maxPause)))
 	e := g.m.acquire(key) // pinned until paused: a paused gate is never evicted
 	defer e.release()
 	pg := e.v
@@ -212,7 +212,7 @@ func (g *PauseGates) pause(key string, d time.Duration, publish bool) time.Time 
 	}
 	pg.until.Store(until)
 	pg.holdLocked()
-	g.busyUntil(pg, until+int64(pauseProbeLease)) // and the probe after it
+	g.busyUntil(pg, addSat(until, int64(pauseProbeLease))) // and the probe after it
 	pg.changedLocked()
 	pg.mu.Unlock()
 	if publish {
@@ -261,7 +261,7 @@ func (g *PauseGates) answer(key string, over bool, d time.Duration) {
 		pg.over = newOverload(now)
 	}
 	if o := pg.over; o != nil {
-		began, ended := o.answer(now, over, now+int64(min(d, g.cfg.maxPause)))
+		began, ended := o.answer(now, over, addSat(now, int64(min(d, g.cfg.maxPause))))
 		switch {
 		case began:
 			pg.holdLocked()

@@ -31,3 +31,12 @@ func mulSat(d time.Duration, n int64) time.Duration {
 	}
 	return d * time.Duration(n)
 }
+
+// fracSat returns d·f for 0 <= f, saturating at math.MaxInt64.
+func fracSat(d time.Duration, f float64) time.Duration {
+	x := float64(d) * f
+	if !(x < math.MaxInt64) {
+		return math.MaxInt64
+	}
+	return time.Duration(x)
+}
