@@ -283,7 +283,14 @@ func BreakerStage(bs *Breakers, key KeyFunc, cl Classifier) Stage {
 	}
 	return func(next http.RoundTripper) http.RoundTripper {
 		return RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
-			b, pin := bs.acquire(key(req)) // kept in the registry until the outcome is recorded
+			k, err := keyOf(key, req)
+			if err != nil {
+				if hasBody(req) {
+					_ = req.Body.Close()
+				}
+				return nil, err
+			}
+			b, pin := bs.acquire(k) // kept in the registry until the outcome is recorded
 			defer pin.release()
 			permit, err := b.Allow()
 			if err != nil {

@@ -326,7 +326,10 @@ func (t *Transport) decide(c *call, resp *http.Response, err error, o Outcome) (
 	case o.RetryAfterTooLong:
 		return 0, false, false, nil
 	}
-	wait = t.cfg.backoff(c.attempts, c.prevWait, resp)
+	var ok bool
+	if wait, ok = backoffSafely(t.cfg.backoff, c.attempts, c.prevWait, resp); !ok {
+		return 0, false, false, nil // a Backoff that panics means "do not retry"
+	}
 	if o.HasRetryAfter {
 		hint := o.RetryAfter + time.Duration(rand.Float64()*retryAfterJitter*float64(o.RetryAfter))
 		wait = max(wait, hint)

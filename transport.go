@@ -56,6 +56,17 @@ type Transport struct {
 
 var _ http.RoundTripper = (*Transport)(nil)
 
+// keyOf runs fn on req; a KeyFunc that panics is an error, never a panic
+// out of RoundTrip.
+func keyOf(fn KeyFunc, req *http.Request) (key string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("breakwater: the KeyFunc panicked: %v", r)
+		}
+	}()
+	return fn(req), nil
+}
+
 // KeyFunc names what a request is counted under. Outbound, it is the
 // upstream the request goes to: breakers, retry budgets, limits and pause
 // gates are kept per key. Inbound, it is the client a rate limit counts or
@@ -136,7 +147,9 @@ func WithMaxAttempts(n int) Option {
 
 // WithBackoff sets the wait between attempts. Default:
 // ExponentialJitter(100ms, 5s). A server's Retry-After hint is honoured on
-// top: the wait is never shorter than the hint.
+// top: the wait is never shorter than the hint. A Backoff that panics when
+// NewTransport draws its plan is a construction error; one that panics
+// later means "do not retry".
 func WithBackoff(b Backoff) Option {
 	return optionFunc(func(c *config) {
 		if b == nil {
@@ -238,7 +251,8 @@ func WithClassifier(cl Classifier) Option {
 	return optionFunc(func(c *config) { c.classifier = cl })
 }
 
-// WithKeyFunc sets how requests are grouped into upstreams. Default:
+// WithKeyFunc sets how requests are grouped into upstreams. A KeyFunc that
+// panics fails the call with an error (the request body closed). Default:
 // [HostKey].
 func WithKeyFunc(fn KeyFunc) Option {
 	return optionFunc(func(c *config) { c.key = fn })
@@ -548,7 +562,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, errors.New("breakwater: nil Request.URL")
 	}
-	c := call{req: req, ctx: req.Context(), key: t.cfg.key(req), pol: t.policy(req)}
+	key, err := keyOf(t.cfg.key, req)
+	if err != nil {
+		if hasBody(req) {
+			_ = req.Body.Close()
+		}
+		return nil, err
+	}
+	c := call{req: req, ctx: req.Context(), key: key, pol: t.policy(req)}
 	c.name = c.key
 	if isUpgrade(req) { // the connection outlives the call: no timeouts
 		c.pol.CallTimeout, c.pol.AttemptTimeout = 0, 0

@@ -1,0 +1,70 @@
+package breakwater_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	bw "github.com/breakwater-go/breakwater"
+)
+
+// A panicking user callback ends the call with an error (an observer's is
+// ignored), never a panic out of RoundTrip, and the request body is closed
+// exactly once.
+func TestPanickingCallbacks(t *testing.T) {
+	boom := func() { panic("boom") }
+	for name, opt := range map[string]bw.Option{
+		"key func":   bw.WithKeyFunc(func(*http.Request) string { boom(); return "" }),
+		"classifier": bw.WithClassifier(func(*http.Response, error) bw.Outcome { boom(); return bw.Outcome{} }),
+		"retry if":   bw.WithRetryIf(func(context.Context, *http.Response, error) (bool, error) { boom(); return false, nil }),
+		"observer":   bw.WithObserver(bw.ObserverFunc(func(context.Context, bw.Event) { boom() })),
+		"backoff": bw.WithRetryablehttpBackoff(func(min, max time.Duration, n int, resp *http.Response) time.Duration {
+			if resp != nil { // at request time, not while NewTransport plans
+				boom()
+			}
+			return 0
+		}, 0, 0),
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := rawTransport(func(c net.Conn, br *bufio.Reader) {
+					for {
+						if _, ok := readRequest(br); !ok {
+							return
+						}
+						io.WriteString(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
+					}
+				})
+				defer base.CloseIdleConnections()
+				var tr *bw.Transport
+				mustNotPanic(t, "NewTransport", func() {
+					var err error
+					if tr, err = bw.NewTransport(bw.WithBase(base), bw.WithBackoff(bw.Constant(time.Millisecond)), opt); err != nil {
+						t.Fatalf("NewTransport: %v", err)
+					}
+				})
+				if tr == nil {
+					return
+				}
+				body := &closeCounter{Reader: strings.NewReader("payload")}
+				req, _ := http.NewRequest(http.MethodPut, "http://upstream.test/", body)
+				req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader("payload")), nil }
+				mustNotPanic(t, "RoundTrip", func() {
+					if resp, err := tr.RoundTrip(req); err == nil {
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					}
+				})
+				if n := body.closes.Load(); n != 1 {
+					t.Errorf("the request body was closed %d times, want 1", n)
+				}
+			})
+		})
+	}
+}
