@@ -2,7 +2,9 @@ package breakwater
 
 import (
 	"errors"
+	"io"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,10 +38,14 @@ func WithRouteKey(fn KeyFunc) RouteBreakerOption {
 //
 // What does not count: a 503 carrying Retry-After (the handler is shedding
 // load on purpose, or a breakwater middleware inside rejected it), other
-// rejections by breakwater middleware, 4xx responses, and failures while
-// the client was gone (its own cancellation). A handler timeout of an
-// inner or outer [HandlerTimeout], and a handler that returned without
-// answering after its deadline, count as timeouts.
+// rejections by breakwater middleware, 4xx responses, and failures the
+// client caused: failures while the client was gone (its own
+// cancellation), failures after reading the request body failed (an
+// aborted upload, a read deadline passed), and timeouts of a handler that
+// spent at least half its time waiting for the request body (a slow
+// upload). Otherwise a handler timeout of an inner or outer
+// [HandlerTimeout], and a handler that returned without answering after
+// its deadline, count as timeouts.
 //
 // A panicking handler is recorded as a failure and the panic goes on
 // unchanged to the server (or an outer recoverer). A RouteBreaker is safe
@@ -93,7 +99,9 @@ func (rb *RouteBreaker) Middleware(next http.Handler) http.Handler {
 		}
 		key := rb.key(r)
 		s := rb.in.begin(w, true)
-		permit, err := rb.bs.Allow(key)
+		b, pin := rb.bs.acquire(key) // kept in the registry until the outcome is recorded
+		defer pin.release()
+		permit, err := b.Allow()
 		if err != nil {
 			rej := Rejection{Mechanism: MechRouteBreaker, Status: http.StatusServiceUnavailable, Key: key, Err: err, RetryAfter: time.Second}
 			var be *BreakerError
@@ -104,18 +112,61 @@ func (rb *RouteBreaker) Middleware(next http.Handler) http.Handler {
 			rb.in.finish(r, &s, false)
 			return
 		}
+		var body *clientBody
+		if r.Body != nil && r.Body != http.NoBody {
+			body = &clientBody{rc: r.Body}
+			r2 := *r
+			r2.Body = body
+			r = &r2
+		}
+		start := time.Now()
 		panicked := true
 		defer func() {
 			if panicked {
 				_, cat := inboundOutcome(r, s.rw, true)
-				permit.Done(Outcome{Category: cat, Status: s.rw.status})
+				permit.Done(Outcome{Category: body.judge(cat, start), Status: s.rw.status})
 				rb.in.finish(r, &s, true)
 			}
 		}()
 		next.ServeHTTP(s.rw, r)
 		panicked = false
 		status, cat := inboundOutcome(r, s.rw, false)
-		permit.Done(Outcome{Category: cat, Status: status})
+		permit.Done(Outcome{Category: body.judge(cat, start), Status: status})
 		rb.in.finish(r, &s, false)
 	})
+}
+
+// clientBody wraps a request body to tell the failures its client caused:
+// a read that failed (an aborted upload, a read deadline passed) and the
+// time the handler spent waiting for the client's bytes.
+type clientBody struct {
+	rc     io.ReadCloser
+	waited atomic.Int64 // nanoseconds inside Read
+	failed atomic.Bool  // a Read failed with other than io.EOF
+}
+
+func (b *clientBody) Read(p []byte) (int, error) {
+	t := time.Now()
+	n, err := b.rc.Read(p)
+	b.waited.Add(int64(time.Since(t)))
+	if err != nil && err != io.EOF {
+		b.failed.Store(true)
+	}
+	return n, err
+}
+
+func (b *clientBody) Close() error { return b.rc.Close() }
+
+// judge returns cat, or Canceled (neutral) when the failure is the
+// client's: reading its body failed, or a timeout came while the handler
+// spent at least half its time, since start, waiting for the body. A nil
+// b (no body) changes nothing.
+func (b *clientBody) judge(cat Category, start time.Time) Category {
+	if b == nil || !cat.Failure() {
+		return cat
+	}
+	if b.failed.Load() || cat == Timeout && 2*time.Duration(b.waited.Load()) >= time.Since(start) {
+		return Canceled
+	}
+	return cat
 }

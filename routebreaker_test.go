@@ -1,10 +1,14 @@
 package breakwater_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -256,4 +260,88 @@ func TestRouteBreakerObserved(t *testing.T) {
 			t.Errorf("rejected request %+v", e)
 		}
 	})
+}
+
+// A route breaker counts only the failures its server caused: requests
+// whose bodies the clients aborted or sent too slowly make the handler
+// fail (here past an inner handler timeout), and must not open the route
+// for everyone. A handler slow on its own, with the body read at once,
+// still counts.
+func TestRouteBreakerIgnoresClientCausedFailures(t *testing.T) {
+	for _, mode := range []string{"aborted", "slow", "slow server"} {
+		t.Run(mode, func(t *testing.T) {
+			bs := newBreakers(t, bw.WithPolicy(bw.Window(10, time.Minute)))
+			served := make(chan struct{}, 11)
+			rb, err := bw.NewRouteBreaker(bs, bw.WithRouteKey(func(*http.Request) string { return "/upload" }),
+				bw.WithInboundObserver(bw.ObserverFunc(func(_ context.Context, e bw.Event) {
+					if e.Kind == bw.EventRequest && e.Method == http.MethodPost {
+						served <- struct{}{}
+					}
+				})))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ht, err := bw.NewHandlerTimeout(50 * time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(rb.Middleware(ht.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if _, err := io.ReadAll(r.Body); err != nil {
+					http.Error(w, "upstream request failed: "+err.Error(), http.StatusBadGateway) // as a proxy would
+					return
+				}
+				if mode == "slow server" {
+					<-r.Context().Done()
+				}
+				if r.Context().Err() != nil {
+					return // out of time: the handler timeout answers
+				}
+			}))))
+			defer srv.Close()
+			var clients sync.WaitGroup
+			for range 11 {
+				clients.Go(func() {
+					c, err := net.Dial("tcp", srv.Listener.Addr().String())
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					defer c.Close()
+					io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nhalf.")
+					switch mode {
+					case "aborted":
+						return
+					case "slow":
+						time.Sleep(150 * time.Millisecond) // the rest arrives after the handler's deadline
+					}
+					io.WriteString(c, "half.")
+					resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusServiceUnavailable {
+						t.Errorf("a slow upload got %d, want the handler timeout's 503", resp.StatusCode)
+					}
+				})
+			}
+			clients.Wait()
+			for range 11 {
+				<-served // the route breaker has judged every upload
+			}
+			resp, err := srv.Client().Get(srv.URL + "/upload")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			want := http.StatusOK
+			if mode == "slow server" {
+				want = http.StatusServiceUnavailable // the server's own timeouts open it
+			}
+			if resp.StatusCode != want {
+				t.Fatalf("after 11 %s uploads the route answers %d (breaker %s), want %d", mode, resp.StatusCode, bs.State("/upload"), want)
+			}
+		})
+	}
 }
