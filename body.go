@@ -6,7 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 )
 
@@ -18,7 +18,9 @@ import (
 type trackedBody struct {
 	rc      io.ReadCloser
 	ctx     context.Context // the attempt's context, to report our timeouts
-	done    atomic.Bool
+	mu      sync.Mutex
+	cond    sync.Cond // on mu: a release under way has ended
+	state   uint8     // guarded by mu: bodyLive, bodyReleasing, bodyReleased
 	release releaser
 	// stop unregisters expire; set before the response is returned and
 	// read only on the body's own path (Read, Close).
@@ -70,23 +72,46 @@ func track(ctx context.Context, resp *http.Response, r releaser) {
 	resp.Body = tb
 }
 
+// States of a trackedBody's release.
+const (
+	bodyLive uint8 = iota
+	bodyReleasing
+	bodyReleased
+)
+
 // finish releases what the response holds, once; called on the body's
-// path.
-func (b *trackedBody) finish() {
-	if b.done.CompareAndSwap(false, true) {
-		if b.stop != nil {
-			b.stop()
-		}
-		b.release.run()
-	}
-}
+// path (Read, Close). When the expiry got there first, it returns once the
+// expiry's release is done, so that a caller whose Close returned never
+// finds the slot still held.
+func (b *trackedBody) finish() { b.releaseOnce(true) }
 
 // expire releases what the response holds when the attempt's context
 // ended before the body did.
-func (b *trackedBody) expire() {
-	if b.done.CompareAndSwap(false, true) {
-		b.release.run()
+func (b *trackedBody) expire() { b.releaseOnce(false) }
+
+func (b *trackedBody) releaseOnce(bodyPath bool) {
+	b.mu.Lock()
+	switch b.state {
+	case bodyReleasing:
+		for b.state != bodyReleased {
+			b.cond.Wait()
+		}
+		fallthrough
+	case bodyReleased:
+		b.mu.Unlock()
+		return
 	}
+	b.state = bodyReleasing
+	b.cond.L = &b.mu
+	b.mu.Unlock()
+	if bodyPath && b.stop != nil {
+		b.stop()
+	}
+	b.release.run()
+	b.mu.Lock()
+	b.state = bodyReleased
+	b.cond.Broadcast()
+	b.mu.Unlock()
 }
 
 func (b *trackedBody) Read(p []byte) (int, error) {

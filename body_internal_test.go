@@ -1,0 +1,49 @@
+package breakwater
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"testing/synctest"
+)
+
+// When the attempt's context ends just as the body does, the expiry and
+// Close race to release what the response holds: Close must not return
+// before the release is done, or a caller that closed the body still finds
+// the concurrency slot held.
+func TestCloseWaitsForAnExpiryInProgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bh, err := NewBulkhead(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slot, err := bh.Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		entered, unblock := make(chan struct{}), make(chan struct{})
+		tb := &trackedBody{rc: io.NopCloser(strings.NewReader("")), ctx: context.Background(), release: releaser{
+			cancel: func() { close(entered); <-unblock }, // the expiry's release, caught half-way
+			slot:   slot,
+		}}
+		go tb.expire()
+		<-entered
+		closed := make(chan struct{})
+		go func() {
+			tb.Close()
+			close(closed)
+		}()
+		synctest.Wait()
+		select {
+		case <-closed:
+			t.Fatalf("Close returned while the release was under way (%d slot held)", bh.InFlight())
+		default:
+		}
+		close(unblock)
+		<-closed
+		if n := bh.InFlight(); n != 0 {
+			t.Fatalf("%d slot held after Close", n)
+		}
+	})
+}
