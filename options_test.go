@@ -1,7 +1,9 @@
 package breakwater_test
 
 import (
+	"errors"
 	"math"
+	"net/http"
 	"runtime"
 	"strings"
 	"testing"
@@ -117,6 +119,18 @@ func TestLargeWindowCountsInBuckets(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Explain and Simulate survive a retry plan whose waits add up to almost
+// math.MaxInt64: virtual time stops at its end instead of wrapping round.
+func TestExplainWithWaitsNearMaxInt64(t *testing.T) {
+	tr, err := bw.NewTransport(bw.WithBackoff(bw.Constant(math.MaxInt64/2)), bw.WithCallTimeout(0),
+		bw.WithBase(bw.RoundTripperFunc(func(*http.Request) (*http.Response, error) { return nil, errors.New("unused") })))
+	if err != nil {
+		t.Fatalf("waits that fit in a Duration were refused: %v", err)
+	}
+	mustNotPanic(t, "Explain", func() { _ = tr.Explain() })
+	mustNotPanic(t, "Simulate", func() { _ = tr.Simulate(bw.Scenario{}) })
 }
 
 // mustNotPanic runs fn and reports a panic as a test failure.

@@ -224,6 +224,9 @@ func (sim *simulation) run() {
 		case next == nil || next.next == simForever:
 			sim.finish()
 			return
+		case next.next < 0: // waits so long that virtual time ran past its end
+			sim.finish()
+			return
 		case sim.s.Duration > 0 && next.next >= int64(sim.s.Duration):
 			sim.now = int64(sim.s.Duration)
 			sim.finish()
