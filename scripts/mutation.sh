@@ -29,9 +29,9 @@ gremlins_version=v0.6.0
 core=(
   adaptive.go admission.go attempt.go backoff.go body.go breaker.go
   breakeroptions.go breakers.go classify.go clientratelimit.go concurrency.go
-  handlertimeout.go keyed.go middleware.go pausegate.go policy.go ratelimit.go
-  retry.go retryafter.go routebreaker.go shedder.go timeout.go transport.go
-  window.go
+  gcra.go handlertimeout.go keyed.go middleware.go pausegate.go policy.go
+  ratelimit.go retry.go retryafter.go routebreaker.go shedder.go timeout.go
+  transport.go window.go
 )
 
 usage() { sed -n '5,8p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
