@@ -88,3 +88,40 @@ func TestTripDuration(t *testing.T) {
 		})
 	}
 }
+
+// A breaker that counts throttling and opens on a throttled outcome stays
+// open for the server's hint, capped by the maximum open timeout; without a
+// usable hint (none, or 0) it opens for the open timeout.
+func TestThrottledOpenDuration(t *testing.T) {
+	const openTimeout, maxOpen = 5 * time.Second, time.Minute
+	throttled := func(hint time.Duration, has bool) bw.Outcome {
+		return bw.Outcome{Category: bw.Throttled, Status: 429, RetryAfter: hint, HasRetryAfter: has}
+	}
+	for _, c := range []struct {
+		name string
+		o    bw.Outcome
+		want time.Duration
+	}{
+		{"no hint", throttled(0, false), openTimeout},
+		{"a hint of 0", throttled(0, true), openTimeout},
+		{"a hint of 3s", throttled(3*time.Second, true), 3 * time.Second},
+		{"a hint past the maximum", throttled(10*time.Minute, true), maxOpen},
+		{"a server error's hint is not used", bw.Outcome{Category: bw.ServerError, Status: 503, RetryAfter: 3 * time.Second, HasRetryAfter: true}, openTimeout},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)), bw.WithCountThrottled(true),
+					bw.WithOpenTimeout(openTimeout, maxOpen), bw.WithOpenJitter(0))
+				p, err := bs.Get("k").Allow()
+				if err != nil {
+					t.Fatal(err)
+				}
+				p.Record(c.o)
+				p.Release()
+				if d := remaining(t, bs, "k"); d != c.want {
+					t.Fatalf("opened for %s, want %s", d, c.want)
+				}
+			})
+		})
+	}
+}
