@@ -1,0 +1,53 @@
+package breakwater_test
+
+import (
+	"testing"
+	"time"
+
+	bw "github.com/breakwater-go/breakwater"
+)
+
+// Every bound of the breaker options, on both sides: the last value
+// rejected and the first accepted.
+func TestBreakerOptionBounds(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opt  bw.BreakerOption
+		ok   bool
+	}{
+		{"open timeout 0", bw.WithOpenTimeout(0, time.Minute), false},
+		{"open timeout 1ns", bw.WithOpenTimeout(time.Nanosecond, time.Minute), true},
+		{"max open timeout below the open timeout", bw.WithOpenTimeout(time.Second, time.Second-time.Nanosecond), false},
+		{"max open timeout equal to the open timeout", bw.WithOpenTimeout(time.Second, time.Second), true},
+		{"jitter below 0", bw.WithOpenJitter(-1e-9), false},
+		{"jitter 0", bw.WithOpenJitter(0), true},
+		{"jitter 1", bw.WithOpenJitter(1), true},
+		{"jitter above 1", bw.WithOpenJitter(1 + 1e-9), false},
+		{"0 probes", bw.WithHalfOpen(0, 1), false},
+		{"0 successes", bw.WithHalfOpen(1, 0), false},
+		{"1 probe, 1 success", bw.WithHalfOpen(1, 1), true},
+		{"probe timeout 0", bw.WithProbeTimeout(0), false},
+		{"probe timeout 1ns", bw.WithProbeTimeout(time.Nanosecond), true},
+		{"fault rate below 0", bw.WithFaultInjection(-1e-9), false},
+		{"fault rate 0", bw.WithFaultInjection(0), true},
+		{"fault rate 1", bw.WithFaultInjection(1), true},
+		{"fault rate above 1", bw.WithFaultInjection(1 + 1e-9), false},
+		{"unknown mode", bw.WithBreakerMode(bw.ModeDisabled + 1), false},
+		{"0 keys", bw.WithBreakerLimits(0, time.Minute), false},
+		{"1 key", bw.WithBreakerLimits(1, time.Minute), true},
+		{"idle TTL 0", bw.WithBreakerLimits(10, 0), false},
+		{"idle TTL 1ns", bw.WithBreakerLimits(10, time.Nanosecond), true},
+	} {
+		_, err := bw.NewBreakers(c.opt)
+		if (err == nil) != c.ok {
+			t.Errorf("%s: error %v, want ok=%v", c.name, err, c.ok)
+		}
+	}
+	// Disabled with no fault injection is fine; with it, a contradiction.
+	if _, err := bw.NewBreakers(bw.WithBreakerMode(bw.ModeDisabled), bw.WithFaultInjection(0)); err != nil {
+		t.Errorf("disabled without faults: %v", err)
+	}
+	if _, err := bw.NewBreakers(bw.WithBreakerMode(bw.ModeDisabled), bw.WithFaultInjection(1e-9)); err == nil {
+		t.Error("disabled with faults: no error")
+	}
+}
