@@ -59,3 +59,27 @@ func TestFailureRateWindowSlides(t *testing.T) {
 		}
 	})
 }
+
+// A Window policy without a ratio slides to the nanosecond: a failure at t
+// counts at now while t > now-within, wherever t falls.
+func TestWindowSlidesExactly(t *testing.T) {
+	const within = 10 * time.Second
+	for _, offset := range []time.Duration{0, 300 * time.Millisecond, 999 * time.Millisecond} {
+		for _, gap := range []time.Duration{within - time.Nanosecond, within} {
+			synctest.Test(t, func(t *testing.T) {
+				bs := newBreakers(t, bw.WithPolicy(bw.Window(1, within)))
+				time.Sleep(offset)
+				failOnce(t, bs, "k")
+				time.Sleep(gap)
+				failOnce(t, bs, "k")
+				want := bw.StateOpen
+				if gap >= within {
+					want = bw.StateClosed
+				}
+				if s := stateOf(bs, "k"); s != want {
+					t.Fatalf("failures %s apart, the first at +%s: %s, want %s", gap, offset, s, want)
+				}
+			})
+		}
+	}
+}
