@@ -1,0 +1,25 @@
+package breakwater_test
+
+import (
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	bw "github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/breakwatertest"
+)
+
+// Without an attempt timeout, the call timeout still bounds the attempt:
+// a hanging upstream costs the call timeout, no more.
+func TestCallTimeoutBoundsAnAttemptWithoutItsOwnTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Hang: true})
+		tr := newTransport(t, u.Transport(), bw.WithCallTimeout(2*time.Second), bw.WithAttemptTimeout(0))
+		start := time.Now()
+		r := get(tr)
+		if !errors.Is(r.err, bw.ErrCallTimeout) || time.Since(start) != 2*time.Second {
+			t.Fatalf("%+v after %s, want ErrCallTimeout after 2s", r, time.Since(start))
+		}
+	})
+}
