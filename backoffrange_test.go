@@ -25,3 +25,24 @@ func TestExponentialJitterRangeIsClosed(t *testing.T) {
 		}
 	}
 }
+
+// Decorrelated jitter draws from [base, 3·prev] capped at the limit, and
+// waits the limit when the limit is below the base.
+func TestDecorrelatedJitterRange(t *testing.T) {
+	const base = 100 * time.Millisecond
+	b := bw.DecorrelatedJitter(base, time.Second)
+	seen := map[time.Duration]bool{}
+	for range 1000 {
+		d := b.Delay(2, 200*time.Millisecond)
+		if d < base || d > 600*time.Millisecond {
+			t.Fatalf("waited %s, want 100ms to 600ms", d)
+		}
+		seen[d] = true
+	}
+	if len(seen) < 2 {
+		t.Fatalf("1000 draws gave %v: no jitter", seen)
+	}
+	if d := bw.DecorrelatedJitter(time.Second, 100*time.Millisecond).Delay(1, 0); d != 100*time.Millisecond {
+		t.Fatalf("a limit below the base: waited %s, want the limit", d)
+	}
+}
