@@ -46,3 +46,15 @@ func TestDecorrelatedJitterRange(t *testing.T) {
 		t.Fatalf("a limit below the base: waited %s, want the limit", d)
 	}
 }
+
+// Decorrelated jitter reaches both ends of its range.
+func TestDecorrelatedJitterRangeIsClosed(t *testing.T) {
+	b := bw.DecorrelatedJitter(time.Nanosecond, time.Second) // [1ns, 3ns] on the first retry
+	seen := map[time.Duration]bool{}
+	for range 1000 {
+		seen[b.Delay(1, 0)] = true
+	}
+	if len(seen) != 3 || !seen[1] || !seen[2] || !seen[3] {
+		t.Fatalf("1000 draws gave %v, want 1ns, 2ns and 3ns", seen)
+	}
+}
