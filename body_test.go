@@ -111,3 +111,68 @@ func TestBodilessResponsesHoldNothing(t *testing.T) {
 		})
 	})
 }
+
+// A response holds its half-open probe lease until its body ends, even
+// without any timeout, and gives it back then.
+func TestProbeLeaseEndsWithTheBody(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{})
+		tr := newTransport(t, u.Transport(), bw.WithCallTimeout(0), bw.WithAttemptTimeout(0),
+			bw.WithBreaker(bw.WithHalfOpen(1, 2)))
+		tr.Breakers().Get(upstreamKey).Trip(time.Second)
+		time.Sleep(time.Second)
+		req, _ := http.NewRequest(http.MethodGet, breakwatertest.PipeURL+"/", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tr.RoundTrip(req); !errors.Is(err, bw.ErrHalfOpenBusy) {
+			t.Fatalf("a second probe while the first body is open: %v, want ErrHalfOpenBusy", err)
+		}
+		resp.Body.Close()
+		if r := do(tr, req); r.err != nil {
+			t.Fatalf("a second probe once the first body is closed: %v", r.err)
+		}
+		if s := stateOf(tr.Breakers(), upstreamKey); s != bw.StateClosed {
+			t.Fatalf("after two successful probes: %s", s)
+		}
+	})
+}
+
+// A body read past the attempt timeout fails with the attempt timeout.
+func TestBodyPastTheAttemptTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{BodySize: 4096, SlowBody: time.Second, ChunkSize: 1024})
+		tr := newTransport(t, u.Transport(), bw.WithAttemptTimeout(2*time.Second), bw.WithCallTimeout(time.Minute))
+		r := get(tr)
+		if !errors.Is(r.err, bw.ErrAttemptTimeout) {
+			t.Fatalf("%+v, want the body to fail with ErrAttemptTimeout", r)
+		}
+	})
+}
+
+// An attempt's context lives as long as its response body and ends with it:
+// the attempt timeout's timer does not outlive a body that was closed.
+func TestAttemptContextEndsWithTheBody(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{})
+		var attemptCtx context.Context
+		base := bw.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			attemptCtx = req.Context()
+			return u.Transport().RoundTrip(req)
+		})
+		tr := newTransport(t, base, bw.WithAttemptTimeout(time.Minute), bw.WithCallTimeout(0))
+		req, _ := http.NewRequest(http.MethodGet, breakwatertest.PipeURL+"/", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := attemptCtx.Err(); err != nil {
+			t.Fatalf("the attempt ended before its body was read: %v", err)
+		}
+		resp.Body.Close()
+		if attemptCtx.Err() == nil {
+			t.Fatal("the attempt's context outlives its closed body")
+		}
+	})
+}
