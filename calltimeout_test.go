@@ -23,3 +23,16 @@ func TestCallTimeoutBoundsAnAttemptWithoutItsOwnTimeout(t *testing.T) {
 		}
 	})
 }
+
+// A timeout stage of 0 or less passes requests through untouched.
+func TestTimeoutStageOfZeroPassesThrough(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Delay: time.Hour})
+		for _, d := range []time.Duration{0, -time.Second} {
+			rt := bw.Chain(u.Transport(), bw.CallTimeout(d), bw.AttemptTimeout(d))
+			if r := get(rt); r.err != nil || r.status != 200 {
+				t.Fatalf("timeout stages of %s: %+v, want the upstream's 200 after its hour", d, r)
+			}
+		}
+	})
+}
