@@ -30,7 +30,8 @@ type Scenario struct {
 	FailureRate float64
 	Seed        uint64
 	// Callers is how many callers send calls at once, each one call after
-	// another with Think between them. Default 1, no think time.
+	// another with Think between them. Default 1, no think time (a call
+	// refused at once is then followed by the next 1 ms later).
 	Callers int
 	Think   time.Duration
 	// Duration, when set, runs the simulation for that much virtual time,
@@ -475,8 +476,18 @@ func (sim *simulation) end(c *simCaller, o Outcome, err error) {
 	}
 	sim.res.WorstCall = max(sim.res.WorstCall, time.Duration(sim.now-call.start))
 	sim.emit(Event{Kind: EventCallEnd, Attempts: call.c.made, Category: o.Category, Status: o.Status, Duration: time.Duration(sim.now - call.start), Err: err})
-	c.call, c.state, c.next = nil, simIdle, sim.now+int64(sim.s.Think)
+	next := sim.now + int64(sim.s.Think)
+	if next == call.start {
+		// A call that took no virtual time (refused at once) is followed
+		// by the next one a moment later, so that virtual time advances.
+		next += int64(simRefusedGap)
+	}
+	c.call, c.state, c.next = nil, simIdle, next
 }
+
+// simRefusedGap is how long a caller without think time waits after a call
+// that took no time at all before it makes the next one.
+const simRefusedGap = time.Millisecond
 
 // errSimRefused is the error of a simulated refused connection.
 var errSimRefused = &simNetError{}

@@ -186,3 +186,17 @@ func TestSimulateUnboundedHang(t *testing.T) {
 		t.Fatalf("%+v: want one call that never ends", r)
 	}
 }
+
+// Callers with no think time, refused at once by an open breaker, still
+// let virtual time advance: a simulation bounded by a Duration ends.
+func TestSimulateDurationWithoutThinkTimeEnds(t *testing.T) {
+	tr, err := bw.NewTransport()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Before the fix this call never returned.
+	r := tr.Simulate(bw.Scenario{Callers: 4, FailFor: 20 * time.Second, Duration: 30 * time.Second})
+	if r.OpensAfter == 0 || r.Rejected == 0 || r.Elapsed < 30*time.Second {
+		t.Fatalf("%+v: want the breaker open, rejections, and 30s simulated", r)
+	}
+}
