@@ -3,6 +3,8 @@ package breakwater
 import (
 	"net/http"
 	"time"
+
+	"github.com/breakwater-go/breakwater/internal/sf"
 )
 
 // Canonical keys of the rate limit fields read by ParseQuotaReset.
@@ -77,27 +79,27 @@ func structuredQuota(lines, policies []string) (d time.Duration, ok bool) {
 	}
 	var dictRemaining, dictReset float64
 	var hasRemaining, hasReset bool
-	sfEach(lines, func(m sfMember) {
-		if m.hasValue { // dictionary form: limit=100, remaining=0, reset=5
-			switch m.name {
+	sf.Each(lines, func(m sf.Member) {
+		if m.HasValue { // dictionary form: limit=100, remaining=0, reset=5
+			switch m.Name {
 			case "remaining":
-				dictRemaining, hasRemaining = m.value, true
+				dictRemaining, hasRemaining = m.Value, true
 			case "reset":
-				dictReset, hasReset = m.value, true
+				dictReset, hasReset = m.Value, true
 			}
 			return
 		}
-		if !m.has(paramR) || m.num[paramR] != 0 {
+		if !m.Has(sf.R) || m.Num[sf.R] != 0 {
 			return
 		}
-		if m.has(paramT) {
-			take(m.num[paramT])
+		if m.Has(sf.T) {
+			take(m.Num[sf.T])
 			return
 		}
-		name := m.name
-		sfEach(policies, func(p sfMember) {
-			if !p.hasValue && p.name == name && p.has(paramW) {
-				take(p.num[paramW])
+		name := m.Name
+		sf.Each(policies, func(p sf.Member) {
+			if !p.HasValue && p.Name == name && p.Has(sf.W) {
+				take(p.Num[sf.W])
 			}
 		})
 	})
@@ -114,218 +116,4 @@ func hintSeconds(s float64) (time.Duration, bool) {
 		return 0, false
 	}
 	return secondsCeil(s), true
-}
-
-// Parameters of a structured-field member that rate limit fields use.
-const (
-	paramR = iota // RateLimit: remaining requests
-	paramT        // RateLimit: seconds until reset
-	paramQ        // RateLimit-Policy: quota
-	paramW        // RateLimit-Policy: window in seconds
-	numParams
-)
-
-// sfMember is one member of a structured-field list or dictionary (RFC
-// 8941), reduced to what rate limit fields need: its name (a string or
-// token item, or a dictionary key), a dictionary member's numeric value,
-// and the numeric parameters r, t, q and w.
-type sfMember struct {
-	name     string
-	value    float64
-	hasValue bool
-	num      [numParams]float64
-	present  uint8
-}
-
-func (m sfMember) has(p int) bool { return m.present&(1<<p) != 0 }
-
-// sfEach calls fn for every member of the field lines that parses; it
-// skips the rest (inner lists, malformed members).
-func sfEach(lines []string, fn func(sfMember)) {
-	for _, line := range lines {
-		for len(line) > 0 {
-			member, rest := sfCut(line)
-			line = rest
-			var m sfMember
-			if m.parse(member) {
-				fn(m)
-			}
-		}
-	}
-}
-
-// sfCut splits off the first list member of s, at a comma outside quoted
-// strings.
-func sfCut(s string) (member, rest string) {
-	quoted := false
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case quoted && c == '\\':
-			i++
-		case c == '"':
-			quoted = !quoted
-		case !quoted && c == ',':
-			return s[:i], s[i+1:]
-		}
-	}
-	return s, ""
-}
-
-// parse reads one member; it reports false for anything it does not
-// understand.
-func (m *sfMember) parse(s string) bool {
-	s = trimOWS(s)
-	if s == "" {
-		return false
-	}
-	var ok bool
-	if s[0] == '"' {
-		if m.name, s, ok = sfString(s); !ok {
-			return false
-		}
-	} else {
-		if m.name, s = sfToken(s); m.name == "" {
-			return false
-		}
-		if len(s) > 0 && s[0] == '=' {
-			var v string
-			v, s = sfValue(s[1:])
-			if m.value, ok = sfNumber(v); !ok {
-				return false
-			}
-			m.hasValue = true
-		}
-	}
-	for len(s) > 0 {
-		if s[0] != ';' {
-			return false
-		}
-		var key, v string
-		key, s = sfToken(trimOWS(s[1:]))
-		if key == "" {
-			return false
-		}
-		if len(s) == 0 || s[0] != '=' {
-			continue // a boolean parameter
-		}
-		v, s = sfValue(s[1:])
-		p := -1
-		switch key {
-		case "r":
-			p = paramR
-		case "t":
-			p = paramT
-		case "q":
-			p = paramQ
-		case "w":
-			p = paramW
-		}
-		if p < 0 {
-			continue
-		}
-		n, ok := sfNumber(v)
-		if !ok {
-			return false
-		}
-		m.num[p] = n
-		m.present |= 1 << p
-	}
-	return true
-}
-
-// sfString reads the quoted string at the start of s (s[0] is '"').
-func sfString(s string) (str, rest string, ok bool) {
-	escaped := false
-	for i := 1; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '\\':
-			if i+1 == len(s) || (s[i+1] != '"' && s[i+1] != '\\') {
-				return "", "", false
-			}
-			escaped = true
-			i++
-		case c == '"':
-			if !escaped {
-				return s[1:i], s[i+1:], true
-			}
-			b := make([]byte, 0, i-1)
-			for j := 1; j < i; j++ {
-				if s[j] == '\\' {
-					j++
-				}
-				b = append(b, s[j])
-			}
-			return string(b), s[i+1:], true
-		case c < 0x20 || c > 0x7e:
-			return "", "", false
-		}
-	}
-	return "", "", false
-}
-
-// sfToken reads a token (or key) at the start of s.
-func sfToken(s string) (tok, rest string) {
-	i := 0
-	for i < len(s) && sfTokenChar(s[i]) {
-		i++
-	}
-	return s[:i], s[i:]
-}
-
-func sfTokenChar(c byte) bool {
-	switch {
-	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		return true
-	}
-	switch c {
-	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~', ':', '/':
-		return true
-	}
-	return false
-}
-
-// sfValue reads a bare value up to the next parameter or the end.
-func sfValue(s string) (v, rest string) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == ';' {
-			return trimOWS(s[:i]), s[i:]
-		}
-	}
-	return trimOWS(s), ""
-}
-
-// sfNumber parses an sf-integer or sf-decimal (digits, optionally a point
-// and more digits, optionally a leading minus); long inputs saturate.
-func sfNumber(s string) (float64, bool) {
-	neg := false
-	if len(s) > 0 && s[0] == '-' {
-		neg, s = true, s[1:]
-	}
-	if s == "" || s[0] < '0' || s[0] > '9' {
-		return 0, false
-	}
-	var n, scale float64 = 0, 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= '0' && c <= '9':
-			if n < 1e18 {
-				n = n*10 + float64(c-'0')
-				if scale > 0 {
-					scale *= 10
-				}
-			}
-		case c == '.' && scale == 0 && i+1 < len(s):
-			scale = 1
-		default:
-			return 0, false
-		}
-	}
-	if scale > 0 {
-		n /= scale
-	}
-	if neg {
-		n = -n
-	}
-	return n, true
 }

@@ -3,6 +3,8 @@ package breakwater
 import (
 	"net/http"
 	"time"
+
+	"github.com/breakwater-go/breakwater/internal/sf"
 )
 
 // maxHint bounds every server hint. No upstream means a wait of more than a
@@ -92,18 +94,7 @@ func firstValue(h http.Header, key string) (string, bool) {
 	if len(vs) == 0 {
 		return "", false
 	}
-	return trimOWS(vs[0]), true
-}
-
-// trimOWS trims the optional whitespace of RFC 9110 (spaces and tabs).
-func trimOWS(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
-	return s
+	return sf.TrimOWS(vs[0]), true
 }
 
 // parseDigits reports whether s is 1*DIGIT and returns its value, saturated
