@@ -49,7 +49,7 @@ type limitsConfig struct {
 // WithRateLimit gives every key a token bucket of limit requests per
 // second with burst tokens; each attempt takes a token, after the breaker
 // admits it and before the concurrency limit. See [RateLimitOption] for
-// wait and reject modes. A refusal ends the call with a *[RateLimitError]
+// wait and reject modes. A refusal ends the call with an [*Error] matching [ErrRateLimited]
 // (category [Rejected]: never retried, not charged to the breaker).
 // [Unlimited] removes the rate limit. Default: none.
 func WithRateLimit(limit rate.Limit, burst int, opts ...RateLimitOption) Option {
@@ -70,7 +70,7 @@ func WithRateLimiters(rs *RateLimiters) Option {
 // [PauseGates]): a 429 with a hint pauses its key, 503s with a hint hold
 // it only while they answer most of its attempts, and later attempts to
 // the key wait for their turn when their deadline allows it, or fail at
-// once with a *[PauseError] (category [Rejected]). The pause is capped by
+// once with an [*Error] matching [ErrPaused] (category [Rejected]). The pause is capped by
 // [WithMaxPause], by default the [WithMaxRetryAfter] value.
 func WithPauseGate(opts ...PauseOption) Option {
 	return optionFunc(func(c *config) {
@@ -106,8 +106,8 @@ func WithRateLimitHeaders(on bool) Option {
 // until its response body is closed or read to the end, or until the
 // attempt's context ends (the attempt timeout, the call timeout or the
 // caller's cancellation), whichever comes first. No slot is held while
-// backing off between attempts. A refusal ends the call with a
-// *[ConcurrencyError] (category [Rejected]: never retried, not charged to
+// backing off between attempts. A refusal ends the call with an
+// [*Error] matching [ErrConcurrencyLimit] (category [Rejected]: never retried, not charged to
 // the breaker). Default: none.
 func WithConcurrencyLimit(limit int, opts ...BulkheadOption) Option {
 	return optionFunc(func(c *config) {

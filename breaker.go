@@ -26,9 +26,9 @@ type Breaker struct {
 	consec        atomic.Int64
 	lastFail      atomic.Int64 // registry nanoseconds of the latest failure counted closed; 0 none
 	shadowRejects atomic.Int64
-	openErr       atomic.Pointer[BreakerError]
-	busyErr       *BreakerError
-	faultErr      *BreakerError
+	openErr       atomic.Pointer[Error]
+	busyErr       *Error
+	faultErr      *Error
 
 	mu       sync.Mutex
 	window   failureWindow
@@ -98,8 +98,9 @@ type Permit struct {
 // Probe reports whether the permit holds a half-open probe lease.
 func (p Permit) Probe() bool { return p.lease != 0 }
 
-// Allow admits one attempt or rejects it with a *[BreakerError] matching
-// [ErrCircuitOpen] (open, or a fault injected) or [ErrHalfOpenBusy]. In
+// Allow admits one attempt or rejects it with an [*Error] matching
+// [ErrCircuitOpen] (open, or a fault injected), and also [ErrHalfOpenBusy]
+// when half-open with every probe slot taken. In
 // shadow mode it admits everything and counts what it would have rejected.
 func (b *Breaker) Allow() (Permit, error) {
 	if b == nil {
@@ -121,7 +122,7 @@ func (b *Breaker) Allow() (Permit, error) {
 	return b.admitProbe()
 }
 
-func (b *Breaker) reject(err *BreakerError) (Permit, error) {
+func (b *Breaker) reject(err *Error) (Permit, error) {
 	if b.bs.cfg.mode == ModeShadow {
 		b.shadowRejects.Add(1)
 		return Permit{}, nil
@@ -367,7 +368,7 @@ func (b *Breaker) toOpenLocked(now int64, reason Reason, o Outcome, failures int
 	b.openedAt = now
 	until := addSat(now, int64(d))
 	b.openUntil.Store(until)
-	b.openErr.Store(&BreakerError{Key: b.key, State: StateOpen, OpenUntil: b.bs.wall(until)})
+	b.openErr.Store(b.bs.openError(b.key, b.bs.wall(until)))
 	b.clearCounts()
 	t := b.transitionLocked(StateOpen, reason)
 	t.Category, t.Failures, t.OpenFor, t.Opens = o.Category, failures, d, b.opens
@@ -443,7 +444,7 @@ func (b *Breaker) forceOpen(d time.Duration, reason Reason, ok func(now int64) b
 	b.openedAt = now
 	until := addSat(now, int64(d))
 	b.openUntil.Store(until)
-	b.openErr.Store(&BreakerError{Key: b.key, State: StateOpen, OpenUntil: b.bs.wall(until)})
+	b.openErr.Store(b.bs.openError(b.key, b.bs.wall(until)))
 	b.clearCounts()
 	t := b.transitionLocked(StateOpen, reason)
 	t.OpenFor = d

@@ -57,12 +57,12 @@ func TestWindowOpensOnToleratePlusOne(t *testing.T) {
 			t.Fatalf("after 11th failure state = %s, want open", s)
 		}
 		err := call(bs, "k", ok)
-		var be *bw.BreakerError
+		var be *bw.Error
 		if !errors.Is(err, bw.ErrCircuitOpen) || !errors.As(err, &be) {
 			t.Fatalf("admission after opening: %v, want ErrCircuitOpen", err)
 		}
-		if be.Key != "k" || be.RetryAfter() <= 0 || be.RetryAfter() > 5500*time.Millisecond {
-			t.Fatalf("BreakerError = %+v, RetryAfter %s", be, be.RetryAfter())
+		if d, ok := bw.RetryAfter(err); be.Key != "k" || be.Mechanism != bw.MechBreaker || !ok || d > 5500*time.Millisecond {
+			t.Fatalf("Error = %+v, RetryAfter %s, %v", be, d, ok)
 		}
 	})
 }
@@ -498,7 +498,7 @@ func TestTripAndModes(t *testing.T) {
 		bs := newBreakers(t, bw.WithFaultInjection(1))
 		for range 100 {
 			err := call(bs, "k", ok)
-			var be *bw.BreakerError
+			var be *bw.Error
 			if !errors.Is(err, bw.ErrCircuitOpen) || !errors.As(err, &be) || !be.Injected {
 				t.Fatalf("fault injection 1.0 admitted: %v", err)
 			}

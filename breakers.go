@@ -250,12 +250,17 @@ func callListener(fn func(Transition), t Transition) {
 	fn(t)
 }
 
+// openError is the rejection an open breaker of key shares until until.
+func (bs *Breakers) openError(key string, until time.Time) *Error {
+	return &Error{Key: key, Mechanism: MechBreaker, Until: until, sentinel: ErrCircuitOpen, shared: true}
+}
+
 func (bs *Breakers) newBreaker(key string) *Breaker {
 	b := &Breaker{
 		key:      key,
 		bs:       bs,
-		busyErr:  &BreakerError{Key: key, State: StateHalfOpen},
-		faultErr: &BreakerError{Key: key, State: StateOpen, Injected: true},
+		busyErr:  &Error{Key: key, Mechanism: MechBreaker, sentinel: ErrHalfOpenBusy, shared: true},
+		faultErr: &Error{Key: key, Mechanism: MechBreaker, sentinel: ErrCircuitOpen, shared: true, Injected: true},
 		probes:   make([]probeLease, bs.cfg.maxProbes),
 		since:    bs.now(),
 	}

@@ -176,10 +176,11 @@ const DefaultMaxRetryAfter = 2 * time.Minute
 // (so wrappers such as *url.Error are seen through) and, only where net/http
 // exports no type, by its text:
 //
-//   - [ErrAttemptTimeout] or [ErrCallTimeout]: Timeout;
-//   - one of breakwater's own rejections ([ErrCircuitOpen], [ErrHalfOpenBusy],
-//     [ErrPaused], [ErrRateLimited], [ErrConcurrencyLimit], [ErrRetryBudget]):
-//     Rejected;
+//   - one of breakwater's timeouts ([ErrAttemptTimeout], [ErrCallTimeout],
+//     [http.ErrHandlerTimeout]): Timeout; one of its rejections
+//     ([ErrCircuitOpen], [ErrHalfOpenBusy], [ErrPaused], [ErrRateLimited],
+//     [ErrConcurrencyLimit], [ErrRetryBudget]): Rejected, as the table of
+//     rejections in the sentinels' documentation says;
 //   - [context.Canceled], or [context.DeadlineExceeded] itself: Canceled,
 //     since a context that ended without one of our causes is the caller's.
 //     Errors that merely match context.DeadlineExceeded through an Is method,
@@ -346,13 +347,10 @@ func classifyError(err error) (o Outcome) {
 			o = Outcome{Category: NetworkError}
 		}
 	}()
+	if r := matchRow(err); r != nil {
+		return Outcome{Category: r.cat}
+	}
 	switch {
-	case errors.Is(err, ErrAttemptTimeout), errors.Is(err, ErrCallTimeout):
-		return Outcome{Category: Timeout}
-	case errors.Is(err, ErrCircuitOpen), errors.Is(err, ErrHalfOpenBusy),
-		errors.Is(err, ErrPaused), errors.Is(err, ErrRateLimited),
-		errors.Is(err, ErrConcurrencyLimit), errors.Is(err, ErrRetryBudget):
-		return Outcome{Category: Rejected}
 	case errors.Is(err, context.Canceled), anyInChain(err, isDeadlineExceeded):
 		return Outcome{Category: Canceled}
 	case notSent(err):

@@ -271,6 +271,28 @@ func (errTimeoutish) Error() string   { return "i/o timeout" }
 func (errTimeoutish) Timeout() bool   { return true }
 func (errTimeoutish) Temporary() bool { return true }
 
+// breakerRejections returns the errors of an open breaker and of a
+// half-open one whose only probe slot is taken.
+func breakerRejections(t *testing.T) (open, busy error) {
+	t.Helper()
+	bs, err := breakwater.NewBreakers(breakwater.WithOpenTimeout(time.Nanosecond, time.Nanosecond), breakwater.WithOpenJitter(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs.Trip("open", time.Hour)
+	_, open = bs.Allow("open")
+	bs.Trip("busy", time.Nanosecond)
+	time.Sleep(time.Millisecond)
+	if _, err := bs.Allow("busy"); err != nil {
+		t.Fatal(err)
+	}
+	_, busy = bs.Allow("busy")
+	if !errors.Is(open, breakwater.ErrCircuitOpen) || !errors.Is(busy, breakwater.ErrHalfOpenBusy) {
+		t.Fatalf("breaker errors %v and %v", open, busy)
+	}
+	return open, busy
+}
+
 func urlErr(err error) error { return &url.Error{Op: "Get", URL: "http://example.test/", Err: err} }
 
 func TestClassifyError(t *testing.T) {
@@ -281,6 +303,7 @@ func TestClassifyError(t *testing.T) {
 	canceled := breakwater.Outcome{Category: breakwater.Canceled}
 	dial := func(err error) error { return &net.OpError{Op: "dial", Net: "tcp", Err: err} }
 	read := func(err error) error { return &net.OpError{Op: "read", Net: "tcp", Err: err} }
+	open, busy := breakerRejections(t)
 
 	tests := []struct {
 		name string
@@ -292,8 +315,8 @@ func TestClassifyError(t *testing.T) {
 		{"call_timeout", urlErr(breakwater.ErrCallTimeout), timeout},
 		{"our_timeout_beats_deadline", errors.Join(context.DeadlineExceeded, breakwater.ErrAttemptTimeout), timeout},
 		{"circuit_open", breakwater.ErrCircuitOpen, rejected},
-		{"breaker_error_open", &breakwater.BreakerError{Key: "k", State: breakwater.StateOpen}, rejected},
-		{"breaker_error_half_open", urlErr(&breakwater.BreakerError{Key: "k", State: breakwater.StateHalfOpen}), rejected},
+		{"breaker_error_open", open, rejected},
+		{"breaker_error_half_open", urlErr(busy), rejected},
 		{"half_open_busy", breakwater.ErrHalfOpenBusy, rejected},
 		{"paused", fmt.Errorf("wrapped: %w", breakwater.ErrPaused), rejected},
 		{"rate_limited", breakwater.ErrRateLimited, rejected},

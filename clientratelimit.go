@@ -121,7 +121,7 @@ func NewClientRateLimit(rl *RateLimiters, key KeyFunc, opts ...ClientRateLimitOp
 		return nil, err
 	}
 	crl := &ClientRateLimit{
-		in:         newInbound(c.inboundConfig, MechRateLimit, http.StatusTooManyRequests),
+		in:         newInbound(c.inboundConfig, MechRateLimit, 0),
 		rl:         rl,
 		key:        key,
 		xHeaders:   c.xHeaders,
@@ -251,10 +251,10 @@ func (crl *ClientRateLimit) Middleware(next http.Handler) http.Handler {
 		if !st.Allowed {
 			crl.in.reject(s.writer(w), r, Rejection{
 				Mechanism:  MechRateLimit,
-				Status:     http.StatusTooManyRequests,
+				Status:     crl.in.status,
 				RetryAfter: max(st.RetryAfter, time.Nanosecond),
 				Key:        key,
-				Err:        &RateLimitError{Key: key, Wait: st.RetryAfter},
+				Err:        rejected(ErrRateLimited, key, time.Now().Add(st.RetryAfter)),
 			})
 			crl.in.finish(r, &s, false)
 			return

@@ -91,7 +91,7 @@ const maxBulkheadLimit = 1 << 30
 // Each request takes a [Slot] with [Bulkhead.Acquire] and gives it back
 // with [Slot.Release] when it is over. When every slot is taken, a request
 // waits in a bounded FIFO queue (see [WithBulkheadQueue]) or is refused at
-// once with a *[ConcurrencyError] matching [ErrConcurrencyLimit]. An
+// once with an [*Error] matching [ErrConcurrencyLimit]. An
 // adaptive limit ([WithAdaptiveLimit]) moves the limit with the latencies
 // and drops the slots report.
 //
@@ -214,7 +214,8 @@ func (s *Slot) done(v slotVerdict) {
 // Acquire takes a slot. When every slot is taken it waits in the queue, if
 // the bulkhead has one with room, until a slot is free, the queue wait
 // ends or ctx's deadline is reached; then, or at once without a queue, it
-// returns a *[ConcurrencyError]. If ctx ends while waiting, Acquire
+// returns an [*Error] matching [ErrConcurrencyLimit]. If ctx ends while
+// waiting, Acquire
 // returns ctx.Err(). Slots are granted to waiters in arrival order.
 func (b *Bulkhead) Acquire(ctx context.Context) (Slot, error) { return b.acquire(ctx, time.Time{}) }
 
@@ -322,7 +323,9 @@ func (b *Bulkhead) leave(w *bulkheadWaiter) bool {
 }
 
 func (b *Bulkhead) reject(waited time.Duration) error {
-	return &ConcurrencyError{Key: b.key, Limit: int(b.limit.Load()), InFlight: int(b.state.Load() & inFlightMask), Waited: waited}
+	e := rejected(ErrConcurrencyLimit, b.key, time.Time{})
+	e.limit, e.inFlight, e.waited = int(b.limit.Load()), int(b.state.Load()&inFlightMask), waited
+	return e
 }
 
 // release gives back a slot of epoch; a slot from before a Reset is not

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -68,8 +69,9 @@ func TestBulkheadRejectsAtOnceWithoutQueue(t *testing.T) {
 		t.Fatalf("%v %v, in flight %d", err1, err2, b.InFlight())
 	}
 	_, err := b.Acquire(ctx)
-	var ce *bw.ConcurrencyError
-	if !errors.Is(err, bw.ErrConcurrencyLimit) || !errors.As(err, &ce) || ce.Limit != 2 || ce.InFlight != 2 || ce.Waited != 0 {
+	var ce *bw.Error
+	if !errors.Is(err, bw.ErrConcurrencyLimit) || !errors.As(err, &ce) || ce.Mechanism != bw.MechConcurrency ||
+		!strings.HasSuffix(err.Error(), "(2 in flight, limit 2)") {
 		t.Fatalf("third Acquire: %v", err)
 	}
 	if _, ok := b.TryAcquire(); ok {
@@ -146,8 +148,8 @@ func TestBulkheadQueueWaitEnds(t *testing.T) {
 		holder, _ := b.Acquire(context.Background())
 		start := time.Now()
 		_, err := b.Acquire(context.Background())
-		var ce *bw.ConcurrencyError
-		if !errors.As(err, &ce) || ce.Waited != 2*time.Second || time.Since(start) != 2*time.Second {
+		var ce *bw.Error
+		if !errors.As(err, &ce) || !strings.HasSuffix(err.Error(), "after waiting 2s") || time.Since(start) != 2*time.Second {
 			t.Fatalf("queue wait: %v after %s", err, time.Since(start))
 		}
 		// A deadline shorter than the queue wait ends it earlier.
@@ -248,7 +250,7 @@ func TestBulkheadsRegistry(t *testing.T) {
 	if _, err := bs.Acquire(context.Background(), "a"); !errors.Is(err, bw.ErrConcurrencyLimit) {
 		t.Fatalf("third slot of a: %v", err)
 	}
-	var ce *bw.ConcurrencyError
+	var ce *bw.Error
 	if _, err := bs.Acquire(context.Background(), "a"); !errors.As(err, &ce) || ce.Key != "a" {
 		t.Fatalf("error key: %v", err)
 	}

@@ -1,17 +1,42 @@
 package breakwater
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 	"time"
 )
 
-// Sentinel errors for errors.Is. Every rejection that breakwater itself makes
-// matches exactly one of them; the struct errors below carry the details.
+// Sentinel errors for errors.Is. Every refusal and every timeout that
+// breakwater makes matches one of them, and comes as an [*Error] that
+// carries the details. The table of rejections says which part of
+// breakwater makes each, and what [Classify] makes of it:
+//
+//	sentinel              also matches              mechanism     inbound        category
+//	ErrAttemptTimeout     context.DeadlineExceeded  timeout       –              timeout
+//	ErrCallTimeout        context.DeadlineExceeded  timeout       –              timeout
+//	http.ErrHandlerTimeout  –                       –             timeout (503)  timeout
+//	ErrCircuitOpen        –                         breaker       route_breaker (503)  rejected
+//	ErrHalfOpenBusy       ErrCircuitOpen            breaker       route_breaker (503)  rejected
+//	ErrPaused             –                         pause         –              rejected
+//	ErrRateLimited        –                         rate_limit    rate_limit (429)     rejected
+//	ErrConcurrencyLimit   –                         concurrency   shed (503)     rejected
+//	ErrRetryBudget        –                         retry_budget  –              rejected
+//
+// Every breaker rejection matches ErrCircuitOpen, a half-open breaker's
+// also ErrHalfOpenBusy; every timeout of breakwater's matches
+// context.DeadlineExceeded, as the standard library's own do. The inbound
+// column is the mechanism of the middleware that answers the same
+// rejection itself, with the status shown and a problem details body
+// (see [Rejection]); the handler timeout's status is configurable.
 var (
-	// ErrCircuitOpen: the key's breaker is open; the upstream was not called.
+	// ErrCircuitOpen: the key's breaker is open (or half-open with its
+	// probes busy, or a fault was injected); the upstream was not called.
 	ErrCircuitOpen = errors.New("breakwater: circuit open")
-	// ErrHalfOpenBusy: the breaker is half-open and all probe slots are taken.
+	// ErrHalfOpenBusy: the breaker is half-open and all probe slots are
+	// taken. It also matches ErrCircuitOpen.
 	ErrHalfOpenBusy = errors.New("breakwater: circuit half-open, probe slots busy")
 	// ErrPaused: the upstream asked the key to wait (a 429's Retry-After,
 	// a spent quota, or 503s with Retry-After answering most of its recent
@@ -24,131 +49,282 @@ var (
 	ErrConcurrencyLimit = errors.New("breakwater: concurrency limit reached")
 	// ErrRetryBudget: the key's retry budget is spent; the call was not retried.
 	ErrRetryBudget = errors.New("breakwater: retry budget exhausted")
-	// ErrAttemptTimeout is the cause of an attempt context that hit the
-	// attempt timeout.
+	// ErrAttemptTimeout: the attempt timeout ended an attempt. It is also
+	// the cause of an attempt's context that hit the attempt timeout.
 	ErrAttemptTimeout = errors.New("breakwater: attempt timeout")
-	// ErrCallTimeout is the cause of a call context that hit the call timeout.
+	// ErrCallTimeout: the call timeout ended the call. It is also the cause
+	// of a call's context that hit the call timeout.
 	ErrCallTimeout = errors.New("breakwater: call timeout")
 )
 
-// BreakerError is the error returned when a breaker rejects an attempt. It
-// matches [ErrCircuitOpen] or [ErrHalfOpenBusy] with errors.Is. The values a
-// breaker returns are shared and must not be modified.
-type BreakerError struct {
-	Key   string
-	State State
-	// OpenUntil is when an open breaker lets probes through again; zero
-	// when half-open.
-	OpenUntil time.Time
-	// Injected marks a rejection made by fault injection.
+// rejection is one row of the table of rejections in the sentinels'
+// documentation: what [Classify], the observers, problem details and the
+// docs all read.
+type rejection struct {
+	err     error // the sentinel
+	parent  error // a coarser error it also matches; nil: none
+	mech    Mechanism
+	inbound Mechanism // the middleware's mechanism, when one answers it
+	status  int       // and the status it answers with
+	cat     Category
+	// detail is the problem details' text when inbound middleware answer
+	// the rejection; empty for rejections only a Transport makes.
+	detail string
+}
+
+// rejections is the table. Timeouts come first: a call that a timeout
+// ended, whatever else refused it afterwards, timed out.
+var rejections = [...]rejection{
+	{ErrAttemptTimeout, context.DeadlineExceeded, MechTimeout, "", 0, Timeout, ""},
+	{ErrCallTimeout, context.DeadlineExceeded, MechTimeout, "", 0, Timeout, ""},
+	{http.ErrHandlerTimeout, nil, "", MechTimeout, http.StatusServiceUnavailable, Timeout,
+		"The server did not finish handling the request in time."},
+	{ErrCircuitOpen, nil, MechBreaker, MechRouteBreaker, http.StatusServiceUnavailable, Rejected,
+		"This route is failing and refuses requests for now. Retry after the delay in the Retry-After header."},
+	{ErrHalfOpenBusy, ErrCircuitOpen, MechBreaker, MechRouteBreaker, http.StatusServiceUnavailable, Rejected,
+		"This route is failing and refuses requests for now. Retry after the delay in the Retry-After header."},
+	{ErrPaused, nil, MechPause, "", 0, Rejected, ""},
+	{ErrRateLimited, nil, MechRateLimit, MechRateLimit, http.StatusTooManyRequests, Rejected,
+		"Too many requests from this client. Retry after the delay in the Retry-After header."},
+	{ErrConcurrencyLimit, nil, MechConcurrency, MechShed, http.StatusServiceUnavailable, Rejected,
+		"The server is at capacity. Retry after the delay in the Retry-After header."},
+	{ErrRetryBudget, nil, MechRetryBudget, "", 0, Rejected, ""},
+}
+
+// rowOf returns sentinel's row of the table, or nil.
+func rowOf(sentinel error) *rejection {
+	for i := range rejections {
+		if rejections[i].err == sentinel {
+			return &rejections[i]
+		}
+	}
+	return nil
+}
+
+// rowOfMechanism returns the first row of the table of mechanism m, or nil.
+func rowOfMechanism(m Mechanism) *rejection {
+	for i := range rejections {
+		if rejections[i].mech == m {
+			return &rejections[i]
+		}
+	}
+	return nil
+}
+
+// matchRow returns the first row of the table whose sentinel err matches,
+// or nil. It reads err's chain once per row; a rejection matches early.
+func matchRow(err error) *rejection {
+	if err == nil {
+		return nil
+	}
+	for i := range rejections {
+		if errors.Is(err, rejections[i].err) {
+			return &rejections[i]
+		}
+	}
+	return nil
+}
+
+// mechanismOf names the mechanism behind one of our rejections, or "" for
+// any other error (a timeout included: it is not a refusal).
+func mechanismOf(err error) Mechanism {
+	if r := matchRow(err); r != nil && r.cat == Rejected {
+		return r.mech
+	}
+	return ""
+}
+
+// inboundStatus is the status an inbound middleware of mechanism m answers
+// its rejections with.
+func inboundStatus(m Mechanism) int {
+	for _, r := range rejections {
+		if r.inbound == m {
+			return r.status
+		}
+	}
+	return http.StatusServiceUnavailable
+}
+
+// problemDetail is the problem details' text for a rejection by m, an
+// inbound middleware's mechanism.
+func problemDetail(m Mechanism) string {
+	for _, r := range rejections {
+		if r.inbound == m {
+			return r.detail
+		}
+	}
+	return ""
+}
+
+// Error is the error of a call that breakwater refused, that one of its
+// timeouts ended, or that gave up after retrying. It matches its sentinel
+// with errors.Is (see the table above: a half-open rejection matches
+// [ErrHalfOpenBusy] and [ErrCircuitOpen], a timeout its own sentinel and
+// [context.DeadlineExceeded]), unwraps to the error beneath it, and is a
+// [net.Error] whose Timeout reports whether a timeout, ours or the
+// transport's, ended the call, after any number of retries.
+//
+// A [Transport] returns an *Error for every error of a call that made
+// more than one attempt, and for each of its own refusals and timeouts;
+// the error of a single attempt that failed on its own (a connection
+// refused, say) is returned unwrapped. The values a breaker returns for
+// its rejections are shared and must not be modified. An Error made by
+// hand (a test's stand-in for a refusal) matches the first sentinel of
+// its Mechanism in the table.
+type Error struct {
+	// Key is the key of the upstream (outbound) or client or route
+	// (inbound) the call was counted under; empty for a timeout of a stage
+	// used on its own.
+	Key string
+	// Mechanism names what refused or ended the call: one of the
+	// mechanisms of the table above, or "" when the call gave up after
+	// retrying on the upstream's own failures.
+	Mechanism Mechanism
+	// Attempts is the number of the call's attempts that reached the
+	// upstream (0 when it was refused before any).
+	Attempts int
+	// Until is when the mechanism stops refusing: the end of an open
+	// breaker's open time, of a pause, the time of the next token; zero
+	// when it does not know (see [RetryAfter]).
+	Until time.Time
+	// Err is the error beneath: the transport's error for a timeout, the
+	// last attempt's error after retries; nil for a refusal.
+	Err error
+	// Injected marks a breaker rejection made by fault injection (see
+	// [WithFaultInjection]): a rehearsal, not an outage.
 	Injected bool
+
+	sentinel error // the table row's; nil after retries on another error
+	shared   bool  // a breaker's value: copy before setting Attempts
+	// A concurrency refusal's details, for the message.
+	limit, inFlight int
+	waited          time.Duration
 }
 
-func (e *BreakerError) Error() string {
-	switch {
-	case e.Injected:
-		return fmt.Sprintf("breakwater: circuit open for %q (fault injected)", e.Key)
-	case e.State == StateOpen:
-		return fmt.Sprintf("breakwater: circuit open for %q (%s remaining)", e.Key, e.RetryAfter().Round(time.Millisecond))
-	}
-	return fmt.Sprintf("breakwater: circuit half-open for %q, probe slots busy", e.Key)
+// rejected returns the *Error of a refusal by sentinel's mechanism.
+func rejected(sentinel error, key string, until time.Time) *Error {
+	return &Error{Key: key, Mechanism: rowOf(sentinel).mech, Until: until, sentinel: sentinel}
 }
 
-// Is reports whether target is the sentinel for this rejection.
-func (e *BreakerError) Is(target error) bool {
-	if e.State == StateOpen {
-		return target == ErrCircuitOpen
-	}
-	return target == ErrHalfOpenBusy
+// timedOut returns the *Error of a timeout with cause ErrAttemptTimeout or
+// ErrCallTimeout over err, the transport's error.
+func timedOut(cause, err error) *Error {
+	return &Error{Mechanism: MechTimeout, Err: err, sentinel: cause}
 }
 
-// RetryAfter is how long the breaker stays open from now (zero when
-// half-open): what a server should put in its own Retry-After.
-func (e *BreakerError) RetryAfter() time.Duration {
-	if e.OpenUntil.IsZero() {
-		return 0
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.Attempts > 1 {
+		fmt.Fprintf(&b, "breakwater: giving up on %q after %d attempts: ", e.Key, e.Attempts)
 	}
-	return max(0, time.Until(e.OpenUntil))
+	e.describe(&b)
+	return b.String()
+}
+
+// describe writes what refused or ended the call.
+func (e *Error) describe(b *strings.Builder) {
+	left := func() time.Duration { return max(0, time.Until(e.Until)).Round(time.Millisecond) }
+	on := func(prep string) string {
+		if e.Key == "" {
+			return ""
+		}
+		return fmt.Sprintf(" %s %q", prep, e.Key)
+	}
+	switch e.sentinel {
+	case ErrCircuitOpen:
+		if e.Injected {
+			fmt.Fprintf(b, "breakwater: circuit open%s (fault injected)", on("for"))
+		} else {
+			fmt.Fprintf(b, "breakwater: circuit open%s (%s remaining)", on("for"), left())
+		}
+	case ErrHalfOpenBusy:
+		fmt.Fprintf(b, "breakwater: circuit half-open%s, probe slots busy", on("for"))
+	case ErrPaused:
+		fmt.Fprintf(b, "breakwater: paused by upstream%s (%s remaining)", on("on"), left())
+	case ErrRateLimited:
+		fmt.Fprintf(b, "breakwater: rate limited%s (next token in %s)", on("on"), left())
+	case ErrConcurrencyLimit:
+		fmt.Fprintf(b, "breakwater: concurrency limit reached%s (%d in flight, limit %d)", on("on"), e.inFlight, e.limit)
+		if e.waited > 0 {
+			fmt.Fprintf(b, " after waiting %s", e.waited.Round(time.Millisecond))
+		}
+	case ErrRetryBudget:
+		fmt.Fprintf(b, "breakwater: retry budget exhausted%s", on("on"))
+		if e.Err != nil {
+			b.WriteString(": " + e.Err.Error())
+		}
+	case nil: // the upstream's own failure, after retries
+		if e.Err != nil {
+			b.WriteString(e.Err.Error())
+		}
+	default: // a timeout: the transport's error names it, or is wrapped in it
+		switch {
+		case e.Err == nil:
+			b.WriteString(e.sentinel.Error())
+		case errors.Is(e.Err, e.sentinel):
+			b.WriteString(e.Err.Error())
+		default:
+			b.WriteString(e.sentinel.Error() + ": " + e.Err.Error())
+		}
+	}
+}
+
+// Is reports whether target is e's sentinel or the coarser error that
+// sentinel also matches (see the table above).
+func (e *Error) Is(target error) bool {
+	var r *rejection
+	if e.sentinel != nil {
+		r = rowOf(e.sentinel)
+	} else if e.Mechanism != "" {
+		r = rowOfMechanism(e.Mechanism)
+	}
+	return r != nil && target != nil && (target == r.err || target == r.parent)
+}
+
+// Unwrap returns the error beneath, if any.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Timeout reports whether a timeout ended the call: one of breakwater's,
+// or one that the error beneath reports (a response header timeout, the
+// caller's deadline).
+func (e *Error) Timeout() bool {
+	return e.Mechanism == MechTimeout || e.Err != nil && anyInChain(e.Err, isTimeout)
+}
+
+// Temporary reports the same as Timeout; it makes *Error a [net.Error].
+func (e *Error) Temporary() bool { return e.Timeout() }
+
+// withAttempts returns e counted for a call under key that made n
+// attempts: e itself, or a copy of a value a breaker shares.
+func (e *Error) withAttempts(key string, n int) *Error {
+	if e.Attempts == n && (e.Key != "" || key == "") {
+		return e
+	}
+	if e.shared {
+		c := *e
+		c.shared = false
+		e = &c
+	}
+	if e.Key == "" {
+		e.Key = key
+	}
+	e.Attempts = n
+	return e
 }
 
 // RetryAfter reports how long the caller should wait before trying again,
-// when err (or an error it wraps) is one of breakwater's rejections that
-// knows: an open breaker, a pause, a rate limit. A server can answer a
-// downstream rejection with its own 503 and Retry-After in one line.
-func RetryAfter(err error) (time.Duration, bool) {
-	var ra interface{ RetryAfter() time.Duration }
-	if errors.As(err, &ra) {
-		return ra.RetryAfter(), true
+// when err (or an error it wraps) is a breakwater [*Error] that knows: an
+// open breaker, a pause, a rate limit. ok is false when err carries no
+// hint or its time has passed, so d is positive whenever ok is true. A
+// server can answer a downstream rejection with its own 503 and
+// Retry-After in one line.
+func RetryAfter(err error) (d time.Duration, ok bool) {
+	var e *Error
+	if !errors.As(err, &e) || e.Until.IsZero() {
+		return 0, false
 	}
-	return 0, false
-}
-
-// PauseError is returned when a key is held at the upstream's request (a
-// 429 with a hint, a spent quota announced in rate limit headers, or 503s
-// with a Retry-After hint answering most of its recent attempts; see
-// [PauseGates]) and the wait outlasts what the call may wait. It matches
-// [ErrPaused] with errors.Is.
-type PauseError struct {
-	Key string
-	// Remaining is how long the pause still had to run when the call was
-	// refused.
-	Remaining time.Duration
-	// Until is when the pause ends.
-	Until time.Time
-}
-
-func (e *PauseError) Error() string {
-	return fmt.Sprintf("breakwater: %q paused by upstream (%s remaining)", e.Key, e.Remaining.Round(time.Millisecond))
-}
-
-// Is reports whether target is [ErrPaused].
-func (e *PauseError) Is(target error) bool { return target == ErrPaused }
-
-// RetryAfter is the pause's remaining time when the call was refused: what
-// a server should put in its own Retry-After.
-func (e *PauseError) RetryAfter() time.Duration { return e.Remaining }
-
-// RateLimitError is returned when a rate limiter refuses a request: in
-// reject mode when no token is available, in wait mode when the wait for
-// one does not fit the deadline or the limiter's longest wait. It matches
-// [ErrRateLimited] with errors.Is.
-type RateLimitError struct {
-	Key string
-	// Wait is how long the request would have had to wait for its token.
-	Wait time.Duration
-}
-
-func (e *RateLimitError) Error() string {
-	return fmt.Sprintf("breakwater: rate limited on %q (next token in %s)", e.Key, e.Wait.Round(time.Millisecond))
-}
-
-// Is reports whether target is [ErrRateLimited].
-func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited }
-
-// RetryAfter is the wait the request would have needed.
-func (e *RateLimitError) RetryAfter() time.Duration { return e.Wait }
-
-// ConcurrencyError is returned when a bulkhead refuses a request: all its
-// slots are taken and its wait queue is full or disabled, or the request
-// waited as long as it could. It matches [ErrConcurrencyLimit] with
-// errors.Is.
-type ConcurrencyError struct {
-	Key string
-	// Limit is the bulkhead's limit and InFlight the slots held when the
-	// request was refused.
-	Limit, InFlight int
-	// Waited is how long the request waited in the queue; zero when it was
-	// refused at once.
-	Waited time.Duration
-}
-
-func (e *ConcurrencyError) Error() string {
-	s := fmt.Sprintf("breakwater: concurrency limit reached on %q (%d in flight, limit %d)", e.Key, e.InFlight, e.Limit)
-	if e.Waited > 0 {
-		s += fmt.Sprintf(" after waiting %s", e.Waited.Round(time.Millisecond))
+	if d = time.Until(e.Until); d <= 0 {
+		return 0, false
 	}
-	return s
+	return d, true
 }
-
-// Is reports whether target is [ErrConcurrencyLimit].
-func (e *ConcurrencyError) Is(target error) bool { return target == ErrConcurrencyLimit }

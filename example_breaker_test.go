@@ -55,13 +55,12 @@ func ExampleBreakers_Trip() {
 	breakers, _ := bw.NewBreakers()
 	breakers.Trip("ledger", 10*time.Minute)
 	_, err := breakers.Allow("ledger")
-	var be *bw.BreakerError
-	if errors.As(err, &be) {
-		fmt.Println(be.State, be.RetryAfter() > 9*time.Minute)
+	if d, ok := bw.RetryAfter(err); ok {
+		fmt.Println(errors.Is(err, bw.ErrCircuitOpen), d > 9*time.Minute)
 	}
 	breakers.Reset("ledger")
 	fmt.Println(breakers.State("ledger"))
 	// Output:
-	// open true
+	// true true
 	// closed
 }

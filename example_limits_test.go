@@ -40,9 +40,8 @@ func ExampleRateLimiter_Wait() {
 	defer cancel()
 	fmt.Println(lim.Wait(ctx))
 	err := lim.Wait(ctx)
-	var re *bw.RateLimitError
-	if errors.As(err, &re) {
-		fmt.Println(errors.Is(err, bw.ErrRateLimited), re.Wait.Round(time.Second))
+	if d, ok := bw.RetryAfter(err); ok {
+		fmt.Println(errors.Is(err, bw.ErrRateLimited), d.Round(time.Second))
 	}
 	// Output:
 	// <nil>
@@ -59,9 +58,8 @@ func ExamplePauseGates() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := gates.Wait(ctx, "api.example.com")
-	var pe *bw.PauseError
-	if errors.As(err, &pe) {
-		fmt.Println(errors.Is(err, bw.ErrPaused), pe.Remaining.Round(time.Second))
+	if d, ok := bw.RetryAfter(err); ok {
+		fmt.Println(errors.Is(err, bw.ErrPaused), d.Round(time.Second))
 	}
 	fmt.Println(gates.Wait(ctx, "other.example.com"))
 	gates.Resume("api.example.com")
@@ -79,9 +77,9 @@ func ExampleBulkhead() {
 	first, _ := bh.Acquire(ctx)
 	second, _ := bh.Acquire(ctx)
 	_, err := bh.Acquire(ctx)
-	var ce *bw.ConcurrencyError
-	if errors.As(err, &ce) {
-		fmt.Println(errors.Is(err, bw.ErrConcurrencyLimit), ce.InFlight, ce.Limit)
+	var e *bw.Error
+	if errors.As(err, &e) {
+		fmt.Println(errors.Is(err, bw.ErrConcurrencyLimit), e.Mechanism)
 	}
 	first.Release()
 	third, err := bh.Acquire(ctx)
@@ -89,7 +87,7 @@ func ExampleBulkhead() {
 	second.Release()
 	third.Release()
 	// Output:
-	// true 2 2
+	// true concurrency
 	// <nil> 2
 }
 
@@ -166,9 +164,8 @@ func ExampleWithPauseGate() {
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 	_, err := client.Do(req)
-	var pe *bw.PauseError
-	if errors.As(err, &pe) {
-		fmt.Println(pe.Remaining.Round(time.Second))
+	if d, ok := bw.RetryAfter(err); ok {
+		fmt.Println(d.Round(time.Second))
 	}
 	// Output:
 	// 429

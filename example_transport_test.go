@@ -140,11 +140,11 @@ func ExampleRetryAfter() {
 }
 
 // Errors tell the breaker's rejection apart from the upstream's failure.
-func ExampleBreakerError() {
+func ExampleError() {
 	tr, _ := bw.NewTransport()
 	tr.Breakers().Trip("ledger.internal", time.Minute)
 	_, err := (&http.Client{Transport: tr}).Get("https://ledger.internal/")
-	var be *bw.BreakerError
-	fmt.Println(errors.Is(err, bw.ErrCircuitOpen), errors.As(err, &be) && be.Key == "ledger.internal")
-	// Output: true true
+	var e *bw.Error
+	fmt.Println(errors.Is(err, bw.ErrCircuitOpen), errors.As(err, &e) && e.Key == "ledger.internal", e.Mechanism)
+	// Output: true true breaker
 }

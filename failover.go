@@ -37,7 +37,7 @@ import (
 // With every endpoint out, an attempt goes to the least bad one: the
 // ejected endpoint whose ejection ends soonest, where its breaker decides.
 // Endpoints whose breaker is open refuse at once, so a call fails fast with
-// a *[BreakerError] only when every endpoint's breaker is open.
+// [ErrCircuitOpen] only when every endpoint's breaker is open.
 //
 // The zero value of every field but Endpoints is a sound default.
 type Failover struct {
@@ -220,7 +220,7 @@ func (t *Transport) explainFailover(b *strings.Builder, line func(indent int, la
 		} else {
 			line(2, "ejects", "never: a single endpoint is left to its breaker")
 		}
-		line(2, "all out", "the endpoint whose ejection ends first; a *BreakerError when every breaker is open")
+		line(2, "all out", "the endpoint whose ejection ends first; ErrCircuitOpen when every breaker is open")
 	}
 }
 

@@ -175,7 +175,7 @@ func TestFailoverOutlierRate(t *testing.T) {
 }
 
 // TestFailoverAllBreakersOpen: with every endpoint's breaker open a call
-// fails fast with a *BreakerError and sends nothing.
+// fails fast with an ErrCircuitOpen and sends nothing.
 func TestFailoverAllBreakersOpen(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		u := breakwatertest.NewPipeUpstream(t)
@@ -183,9 +183,9 @@ func TestFailoverAllBreakersOpen(t *testing.T) {
 		tr.Breakers().Trip("http://a.test", time.Minute)
 		tr.Breakers().Trip("http://b.test", time.Minute)
 		r := get(tr)
-		var be *bw.BreakerError
+		var be *bw.Error
 		if !errors.As(r.err, &be) || !errors.Is(r.err, bw.ErrCircuitOpen) {
-			t.Fatalf("err = %v, want a *BreakerError", r.err)
+			t.Fatalf("err = %v, want an *Error matching ErrCircuitOpen", r.err)
 		}
 		if u.Count() != 0 {
 			t.Fatal("a request was sent")
@@ -493,7 +493,7 @@ func TestExplainFailover(t *testing.T) {
     choice           fewest in flight within the best health tier; a retry or a hedge to an endpoint not tried yet
     ejects after     5 failing attempts in a row, or a failure rate >= 2x the others' + 10 points over 10s (>= 20 attempts)
     ejected for      5s, doubling on each ejection up to 60s, +10% jitter; at most 1 of 3 at once
-    all out          the endpoint whose ejection ends first; a *BreakerError when every breaker is open
+    all out          the endpoint whose ejection ends first; ErrCircuitOpen when every breaker is open
 `
 	if got := tr.Explain(); !strings.Contains(got, want) {
 		t.Fatalf("Explain:\n%s\nwant it to contain:\n%s", got, want)

@@ -20,7 +20,7 @@ func TestFaultInjectionRate(t *testing.T) {
 		injected := 0
 		for range calls {
 			r := get(tr)
-			var be *bw.BreakerError
+			var be *bw.Error
 			switch {
 			case r.err == nil && r.status == 200:
 			case errors.Is(r.err, bw.ErrCircuitOpen) && errors.As(r.err, &be) && be.Injected:

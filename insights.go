@@ -139,9 +139,8 @@ func (in *Insights) Observe(_ context.Context, e Event) {
 		case MechRetryBudget:
 			b.budgetRefused++
 		case MechPause:
-			var pe *PauseError
-			if errors.As(e.Err, &pe) {
-				k.held(now, now+int64(pe.Remaining))
+			if e.Delay > 0 {
+				k.held(now, now+int64(e.Delay))
 			}
 		}
 	case EventWait:

@@ -70,7 +70,12 @@ type inbound struct {
 	problem []byte // default rejection body
 }
 
+// newInbound is the runtime part of a middleware rejecting with mech, at
+// status or, when status is 0, at the status of the table of rejections.
 func newInbound(c inboundConfig, mech Mechanism, status int) inbound {
+	if status == 0 {
+		status = inboundStatus(mech)
+	}
 	return inbound{inboundConfig: c, mech: mech, status: status, problem: problemBody(status, mech)}
 }
 
@@ -141,6 +146,7 @@ func (in *inbound) reject(w http.ResponseWriter, r *http.Request, rej Rejection)
 			Method:    r.Method,
 			Route:     route,
 			Status:    rej.Status,
+			Delay:     rej.RetryAfter,
 			Mechanism: rej.Mechanism,
 			Err:       rej.Err,
 		})

@@ -3,6 +3,7 @@ package breakwater
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -24,7 +25,8 @@ const (
 	EventCallEnd
 	// EventTransition: a breaker changed state (Transition).
 	EventTransition
-	// EventReject: a mechanism refused work (Mechanism, Err).
+	// EventReject: a mechanism refused work (Mechanism, Err, and Delay:
+	// how long it goes on refusing, when it knows, as [RetryAfter] says).
 	EventReject
 	// EventWait: a call waited for a mechanism (Mechanism, Duration).
 	EventWait
@@ -46,25 +48,34 @@ func (k EventKind) String() string {
 	return "unknown"
 }
 
-// Mechanism names the part of breakwater that rejected or delayed work.
-// Its values are stable metric label values.
+// Mechanism names the part of breakwater that refused or delayed work (the
+// table of rejections in the sentinels' documentation pairs each with its
+// errors). Its values are stable metric label values.
 type Mechanism string
 
 // Mechanisms.
 const (
-	MechBreaker      Mechanism = "breaker"
-	MechRateLimit    Mechanism = "rate_limit"
-	MechPause        Mechanism = "pause"
-	MechConcurrency  Mechanism = "concurrency"
-	MechRetryBudget  Mechanism = "retry_budget"
-	MechShed         Mechanism = "shed"
-	MechTimeout      Mechanism = "timeout"
-	MechRouteBreaker Mechanism = "route_breaker"
+	MechBreaker      Mechanism = "breaker"       // a Transport's circuit breaker
+	MechRateLimit    Mechanism = "rate_limit"    // a token bucket, a Transport's or a client's
+	MechPause        Mechanism = "pause"         // the pause gate
+	MechConcurrency  Mechanism = "concurrency"   // a Transport's bulkhead
+	MechRetryBudget  Mechanism = "retry_budget"  // the retry budget
+	MechShed         Mechanism = "shed"          // a load shedder
+	MechTimeout      Mechanism = "timeout"       // a call, attempt or handler timeout
+	MechRouteBreaker Mechanism = "route_breaker" // a route breaker
 )
 
 // Mechanisms returns every mechanism, for metric label sets.
 func Mechanisms() []Mechanism {
-	return []Mechanism{MechBreaker, MechRateLimit, MechPause, MechConcurrency, MechRetryBudget, MechShed, MechTimeout, MechRouteBreaker}
+	var out []Mechanism
+	for _, r := range rejections {
+		for _, m := range [...]Mechanism{r.mech, r.inbound} {
+			if m != "" && !slices.Contains(out, m) {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
 }
 
 // Event is one observation. Which fields are set depends on Kind (see the

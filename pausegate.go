@@ -66,8 +66,8 @@ func WithPauseKeys(maxKeys int, idleTTL time.Duration) PauseOption {
 //     requests keeps its traffic), letting one probe through every 150 ms
 //     until one is answered otherwise.
 //
-// Held calls wait when their deadline allows it, and fail at once with a
-// *[PauseError] otherwise, instead of collecting more 429s and 503s. When
+// Held calls wait when their deadline allows it, and fail at once with an
+// [*Error] matching [ErrPaused] otherwise, instead of collecting more 429s and 503s. When
 // the hold ends, one probe goes first; once it is answered, the held calls
 // leave in the order they arrived, spaced one and a half times as far
 // apart as they arrived, never all at once, while new calls go straight
@@ -381,7 +381,7 @@ func (pg *pauseGate) heldUntil(now int64) int64 {
 // Wait returns at once when key is not held. While it is, Wait waits for
 // its turn, when the hold's remaining time is at most the longest wait
 // ([WithPauseWait]) and shorter than the time left before ctx's deadline,
-// and otherwise fails at once with a *[PauseError] that matches
+// and otherwise fails at once with an [*Error] that matches
 // [ErrPaused] and carries the remaining time; a hold extended while
 // waiting is checked again the same way. Its turn comes when the pause
 // ends and a probe was answered, and then in order of arrival, spread out

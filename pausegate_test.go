@@ -81,8 +81,8 @@ func TestPauseGateWaitOrFailFast(t *testing.T) {
 		short, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		err := g.Wait(short, "a")
-		var pe *bw.PauseError
-		if !errors.Is(err, bw.ErrPaused) || !errors.As(err, &pe) || pe.Key != "a" || pe.Remaining != 3*time.Second || pe.RetryAfter() != 3*time.Second {
+		var pe *bw.Error
+		if d, _ := bw.RetryAfter(err); !errors.Is(err, bw.ErrPaused) || !errors.As(err, &pe) || pe.Key != "a" || d != 3*time.Second {
 			t.Fatalf("Wait with a short deadline = %v", err)
 		}
 		if time.Since(start) != 0 {

@@ -213,7 +213,7 @@ func (g *PauseGates) waitSlow(ctx context.Context, key string, dl time.Time, lat
 		if rem := time.Duration(d.rem); d.wait && (g.cfg.maxWait == 0 || rem > g.cfg.maxWait || bounded && rem >= left) {
 			pg.leave(w)
 			pg.mu.Unlock()
-			return false, &PauseError{Key: key, Remaining: rem, Until: g.wall(now + d.rem)}
+			return false, rejected(ErrPaused, key, g.wall(now+d.rem))
 		}
 		if d.take {
 			pg.ep.next = d.at + pg.ep.space
@@ -241,7 +241,7 @@ func (g *PauseGates) waitSlow(ctx context.Context, key string, dl time.Time, lat
 				pg.mu.Lock()
 				pg.leave(w)
 				pg.mu.Unlock()
-				return false, &PauseError{Key: key, Remaining: time.Duration(d.at-now) - left, Until: g.wall(d.at)}
+				return false, rejected(ErrPaused, key, g.wall(d.at))
 			}
 		case <-wake:
 			timer.Stop()

@@ -67,13 +67,6 @@ type problemDetails struct {
 	Detail string `json:"detail,omitempty"`
 }
 
-var mechanismDetail = map[Mechanism]string{
-	MechShed:         "The server is at capacity. Retry after the delay in the Retry-After header.",
-	MechRateLimit:    "Too many requests from this client. Retry after the delay in the Retry-After header.",
-	MechTimeout:      "The server did not finish handling the request in time.",
-	MechRouteBreaker: "This route is failing and refuses requests for now. Retry after the delay in the Retry-After header.",
-}
-
 // problemBody renders the problem document of a rejection. Middleware
 // render theirs once, at construction.
 func problemBody(status int, m Mechanism) []byte {
@@ -81,7 +74,7 @@ func problemBody(status int, m Mechanism) []byte {
 	if title == "" {
 		title = "Status " + strconv.Itoa(status)
 	}
-	b, _ := json.Marshal(problemDetails{Type: "about:blank", Title: title, Status: status, Detail: mechanismDetail[m]})
+	b, _ := json.Marshal(problemDetails{Type: "about:blank", Title: title, Status: status, Detail: problemDetail(m)})
 	return append(b, '\n')
 }
 

@@ -193,7 +193,7 @@ func (l *RateLimiter) Allow() bool {
 // Wait takes a token, waiting for it in wait mode when the wait is at most
 // the limiter's longest wait and shorter than the time left before ctx's
 // deadline. A request that cannot have a token in time is refused at once
-// with a *[RateLimitError] that matches [ErrRateLimited] and carries the
+// with an [*Error] that matches [ErrRateLimited] and carries the
 // wait it would have needed; it reserves nothing, so it costs the others
 // nothing. In reject mode Wait never waits. If ctx ends while waiting,
 // Wait gives the token back and returns ctx.Err().
@@ -223,7 +223,7 @@ func (l *RateLimiter) wait(ctx context.Context, dl time.Time) error {
 		ok, delay, _ = l.cell.take(p, l.now(), int64(maxWait))
 	}
 	if !ok {
-		return &RateLimitError{Key: l.key, Wait: time.Duration(delay)}
+		return rejected(ErrRateLimited, l.key, l.start.Add(time.Duration(l.now()+delay)))
 	}
 	if delay == 0 {
 		return nil

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -22,33 +21,6 @@ const (
 	DefaultRetryBudgetWindow = 10 * time.Second
 	retryAfterJitter         = 0.1 // positive jitter added to a server's hint
 )
-
-// RetryError is returned when a call that made more than one attempt ends
-// with an error: the last attempt's error, or the rejection that ended the
-// call part-way through. It unwraps to that error and matches
-// [ErrRetryBudget] when the retry budget stopped the call.
-type RetryError struct {
-	Key      string
-	Attempts int
-	// Category is the classification of the last error.
-	Category Category
-	// Budget reports that the key's retry budget refused another attempt.
-	Budget bool
-	Err    error
-}
-
-func (e *RetryError) Error() string {
-	s := fmt.Sprintf("breakwater: giving up on %s after %d attempt(s)", e.Key, e.Attempts)
-	if e.Budget {
-		s += " (retry budget exhausted)"
-	}
-	return s + ": " + e.Err.Error()
-}
-
-func (e *RetryError) Unwrap() error { return e.Err }
-
-// Is matches [ErrRetryBudget] when the budget ended the call.
-func (e *RetryError) Is(target error) bool { return e.Budget && target == ErrRetryBudget }
 
 // idempotent reports whether req may be sent more than once: its method is
 // one RFC 9110 defines as idempotent, or it carries an idempotency key.
@@ -128,7 +100,7 @@ func (c *call) sleep(d time.Duration) error {
 		return ctxError(c.ctx)
 	}
 	if cut {
-		return &TimeoutError{Cause: ErrCallTimeout, Err: context.DeadlineExceeded}
+		return timedOut(ErrCallTimeout, context.DeadlineExceeded)
 	}
 	return nil
 }
@@ -143,11 +115,11 @@ func (c *call) drainTime() time.Duration {
 }
 
 // ctxError is what a call returns when its context ended: the caller's own
-// error unchanged, or a *TimeoutError for our call timeout.
+// error unchanged, or an *Error for our call timeout.
 func ctxError(ctx context.Context) error {
 	err := ctx.Err()
 	if c := timeoutCause(ctx); c != nil {
-		return &TimeoutError{Cause: c, Err: err}
+		return timedOut(c, err)
 	}
 	if c := context.Cause(ctx); c != nil && !errors.Is(c, err) {
 		return c
@@ -223,7 +195,7 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 			release(a.cancel, permit)
 			c.slot.release()
 			a.endpointDone()
-			err = c.fail(err, o, budgetSpent)
+			err = c.fail(err, budgetSpent)
 			t.end(c, o, err)
 			return nil, err
 		}
@@ -233,6 +205,9 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 		a.endpointDone()
 		if err := c.sleep(wait); err != nil {
 			c.settle()
+			if _, ours := err.(*Error); ours {
+				err = c.fail(err, false)
+			}
 			t.end(c, classifyError(err), err)
 			return nil, err
 		}
@@ -277,13 +252,22 @@ func (c *call) settle() {
 	}
 }
 
-// fail builds the error a call returns: the error itself when at most one
-// attempt was made, else a *RetryError counting the attempts made.
-func (c *call) fail(err error, o Outcome, budget bool) error {
-	if c.made <= 1 && !budget {
+// fail builds the error a call returns (see [Error]): one of our own
+// counted for the call; an error of the upstream's itself when at most one
+// attempt was made, else wrapped with the attempts made; wrapped in the
+// retry budget's refusal when that stopped the call.
+func (c *call) fail(err error, budget bool) error {
+	if budget {
+		return &Error{Key: c.name, Mechanism: MechRetryBudget, Attempts: c.made, Err: err, sentinel: ErrRetryBudget}
+	}
+	e, ours := err.(*Error)
+	switch {
+	case ours:
+		return e.withAttempts(c.name, c.made)
+	case c.made <= 1:
 		return err
 	}
-	return &RetryError{Key: c.name, Attempts: c.made, Category: o.Category, Budget: budget, Err: err}
+	return &Error{Key: c.name, Attempts: c.made, Err: err}
 }
 
 // remaining is the time left before the earlier of the caller's deadline

@@ -48,7 +48,7 @@ func TestCallTimeoutIsAbsolute(t *testing.T) {
 			if resp != nil {
 				resp.Body.Close()
 			}
-			var re *bw.RetryError
+			var re *bw.Error
 			t.Logf("call 2 s, attempts 1.9 s, backoff 1 s, stalled bodies: ended after %s with %v; upstream saw %d requests", took, err, u.Count())
 			if took > 2050*time.Millisecond {
 				t.Errorf("the call ended after %s, past its 2 s timeout", took)

@@ -8,11 +8,13 @@ import (
 	bw "github.com/breakwater-go/breakwater"
 )
 
-// A RetryError matches ErrRetryBudget exactly when the budget ended the call,
-// matches what it wraps, and nothing else.
-func TestRetryErrorMatches(t *testing.T) {
-	budget := &bw.RetryError{Key: "k", Attempts: 2, Budget: true, Err: io.ErrUnexpectedEOF}
-	plain := &bw.RetryError{Key: "k", Attempts: 3, Err: io.ErrUnexpectedEOF}
+// An Error matches ErrRetryBudget exactly when the budget ended the call,
+// matches what it wraps, and nothing else; one made by hand matches the
+// sentinel of its mechanism.
+func TestGivingUpErrorMatches(t *testing.T) {
+	budget := &bw.Error{Key: "k", Mechanism: bw.MechRetryBudget, Attempts: 2, Err: io.ErrUnexpectedEOF}
+	plain := &bw.Error{Key: "k", Attempts: 3, Err: io.ErrUnexpectedEOF}
+	open := &bw.Error{Key: "k", Mechanism: bw.MechBreaker}
 	for _, c := range []struct {
 		err    error
 		target error
@@ -25,6 +27,9 @@ func TestRetryErrorMatches(t *testing.T) {
 		{plain, bw.ErrRetryBudget, false},
 		{plain, io.ErrUnexpectedEOF, true},
 		{plain, bw.ErrCircuitOpen, false},
+		{open, bw.ErrCircuitOpen, true},
+		{open, bw.ErrHalfOpenBusy, false},
+		{open, nil, false},
 	} {
 		if got := errors.Is(c.err, c.target); got != c.want {
 			t.Errorf("errors.Is(%v, %v) = %v, want %v", c.err, c.target, got, c.want)

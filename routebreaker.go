@@ -78,7 +78,7 @@ func NewRouteBreaker(bs *Breakers, opts ...RouteBreakerOption) (*RouteBreaker, e
 			return nil, err
 		}
 	}
-	return &RouteBreaker{in: newInbound(c.inboundConfig, MechRouteBreaker, http.StatusServiceUnavailable), bs: bs, key: c.key}, nil
+	return &RouteBreaker{in: newInbound(c.inboundConfig, MechRouteBreaker, 0), bs: bs, key: c.key}, nil
 }
 
 // Breakers returns the registry, for manual control (Trip, Reset) and
@@ -103,10 +103,9 @@ func (rb *RouteBreaker) Middleware(next http.Handler) http.Handler {
 		defer pin.release()
 		permit, err := b.Allow()
 		if err != nil {
-			rej := Rejection{Mechanism: MechRouteBreaker, Status: http.StatusServiceUnavailable, Key: key, Err: err, RetryAfter: time.Second}
-			var be *BreakerError
-			if errors.As(err, &be) && be.State == StateOpen {
-				rej.RetryAfter = max(be.RetryAfter(), time.Nanosecond)
+			rej := Rejection{Mechanism: MechRouteBreaker, Status: rb.in.status, Key: key, Err: err, RetryAfter: time.Second}
+			if d, ok := RetryAfter(err); ok {
+				rej.RetryAfter = d
 			}
 			rb.in.reject(s.rw, r, rej)
 			rb.in.finish(r, &s, false)

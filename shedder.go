@@ -85,7 +85,7 @@ func NewShedder(bh *Bulkhead, opts ...ShedOption) (*Shedder, error) {
 		return nil, err
 	}
 	return &Shedder{
-		in:       newInbound(c.inboundConfig, MechShed, http.StatusServiceUnavailable),
+		in:       newInbound(c.inboundConfig, MechShed, 0),
 		bh:       bh,
 		retryMin: lo,
 		retryMax: hi,
@@ -164,7 +164,7 @@ func (sh *Shedder) serveTracked(next http.Handler, r *http.Request, s *served) {
 // refused it, nothing when its client went away while it waited.
 func (sh *Shedder) refused(w http.ResponseWriter, r *http.Request, s *served, err error) {
 	if errors.Is(err, ErrConcurrencyLimit) {
-		sh.in.reject(w, r, Rejection{Mechanism: MechShed, Status: http.StatusServiceUnavailable, RetryAfter: sh.retryAfter(), Err: err})
+		sh.in.reject(w, r, Rejection{Mechanism: MechShed, Status: sh.in.status, RetryAfter: sh.retryAfter(), Err: err})
 	}
 	sh.in.finish(r, s, false)
 }

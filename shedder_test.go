@@ -265,8 +265,8 @@ func TestShedderObservedAndTypedError(t *testing.T) {
 		serve(r, "GET", "/jobs/2")
 		close(release)
 		synctest.Wait()
-		var ce *bw.ConcurrencyError
-		if !errors.Is(got.Err, bw.ErrConcurrencyLimit) || !errors.As(got.Err, &ce) || ce.Limit != 1 {
+		var ce *bw.Error
+		if !errors.Is(got.Err, bw.ErrConcurrencyLimit) || !errors.As(got.Err, &ce) || ce.Mechanism != bw.MechConcurrency {
 			t.Fatalf("rejection %+v", got)
 		}
 		var rejects, requests int

@@ -288,7 +288,11 @@ func (sim *simulation) admit(c *simCaller) {
 	call.c.attempts++
 	permit, err := call.c.breaker.Allow()
 	if err != nil {
-		sim.refused(c, err)
+		var left time.Duration
+		if b := call.c.breaker; b != nil && b.openUntil.Load() > sim.now {
+			left = time.Duration(b.openUntil.Load() - sim.now)
+		}
+		sim.refused(c, err, left)
 		return
 	}
 	call.permit = permit
@@ -304,7 +308,7 @@ func (sim *simulation) pass(c *simCaller) {
 		if rem > sim.gates.cfg.maxWait || call.deadline != 0 && rem >= left {
 			call.permit.Release()
 			until := sim.gates.wall(sim.now + int64(rem))
-			sim.refused(c, &PauseError{Key: simKey, Remaining: rem, Until: until})
+			sim.refused(c, rejected(ErrPaused, simKey, until), rem)
 			return
 		}
 		call.waitingFor = sim.now
@@ -335,7 +339,7 @@ func (sim *simulation) attempt(c *simCaller) {
 			return
 		}
 		dur = limit - sim.now
-		o, err = Outcome{Category: Timeout}, &TimeoutError{Cause: cause, Err: cause}
+		o, err = Outcome{Category: Timeout}, timedOut(cause, cause)
 	}
 	if sc := sim.t.cfg.slowCall; sc > 0 && o.Category == Success && time.Duration(dur) > sc {
 		o.Category = Slow
@@ -400,7 +404,7 @@ func (sim *simulation) answered(c *simCaller) {
 		}
 		err := call.err
 		if err != nil {
-			err = call.c.fail(err, o, budget)
+			err = call.c.fail(err, budget)
 		}
 		sim.end(c, o, err)
 		return
@@ -409,14 +413,15 @@ func (sim *simulation) answered(c *simCaller) {
 	c.state, c.next = simAdmit, sim.now+int64(wait)
 }
 
-// refused ends a call whose attempt breakwater itself refused.
-func (sim *simulation) refused(c *simCaller, err error) {
+// refused ends a call whose attempt breakwater itself refused, for left
+// more (0: unknown).
+func (sim *simulation) refused(c *simCaller, err error, left time.Duration) {
 	call := c.call
 	o := Outcome{Category: Rejected}
-	sim.emit(Event{Kind: EventReject, Attempt: call.c.attempts, Mechanism: mechanismOf(err), Err: err})
+	sim.emit(Event{Kind: EventReject, Attempt: call.c.attempts, Mechanism: mechanismOf(err), Delay: left, Err: err})
 	sim.charge(call, attemptResult{o: o, err: err}, false)
 	sim.settle(call)
-	sim.end(c, o, call.c.fail(err, o, false))
+	sim.end(c, o, call.c.fail(err, false))
 }
 
 // charge is the Transport's own charging of the breaker.

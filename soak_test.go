@@ -161,13 +161,12 @@ func (d *countingDialer) dial(ctx context.Context, network, _ string) (net.Conn,
 }
 
 // documented reports whether err is one of the errors a Transport
-// documents: its own rejections and timeouts (sentinels, *RetryError,
-// *TimeoutError), the caller's context ending, and the network failing
-// (net.Error, an unexpected EOF, a reset).
+// documents: its own rejections and timeouts (sentinels, *Error), the
+// caller's context ending, and the network failing (net.Error, an
+// unexpected EOF, a reset).
 func documented(err error) bool {
 	var (
-		re *bw.RetryError
-		te *bw.TimeoutError
+		e  *bw.Error
 		ne net.Error
 	)
 	for _, s := range []error{bw.ErrCircuitOpen, bw.ErrHalfOpenBusy, bw.ErrPaused, bw.ErrRateLimited,
@@ -177,7 +176,7 @@ func documented(err error) bool {
 			return true
 		}
 	}
-	return errors.As(err, &re) || errors.As(err, &te) || errors.As(err, &ne)
+	return errors.As(err, &e) || errors.As(err, &ne)
 }
 
 // The chaos soak: 32 goroutines call a hostile upstream (5xx, 429 and 503

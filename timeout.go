@@ -3,7 +3,6 @@ package breakwater
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 )
@@ -26,38 +25,17 @@ func timeoutCause(ctx context.Context) error {
 	return nil
 }
 
-// TimeoutError is returned when one of breakwater's own timeouts ended an
-// attempt or a call. It matches [ErrAttemptTimeout] or [ErrCallTimeout] (its
-// cause) and unwraps to the transport's error as well.
-type TimeoutError struct {
-	Cause error // ErrAttemptTimeout or ErrCallTimeout
-	Err   error // what the base transport returned
-}
-
-func (e *TimeoutError) Error() string {
-	if errors.Is(e.Err, e.Cause) {
-		return e.Err.Error()
-	}
-	return fmt.Sprintf("%v: %v", e.Cause, e.Err)
-}
-
-// Unwrap returns the cause and the transport's error.
-func (e *TimeoutError) Unwrap() []error { return []error{e.Cause, e.Err} }
-
-// Timeout reports true, so callers testing for net.Error timeouts see one.
-func (e *TimeoutError) Timeout() bool { return true }
-
-// markTimeout wraps err in a *TimeoutError when ctx ended because of one of
-// our timeouts. (net/http's HTTP/1 transport returns the context's cause,
+// markTimeout wraps err in an *Error when ctx ended because of one of our
+// timeouts. (net/http's HTTP/1 transport returns the context's cause,
 // its HTTP/2 transport ctx.Err(), and a broken read whatever broke: all of
 // them become the same typed error.)
 func markTimeout(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
-	var te *TimeoutError
-	if c := timeoutCause(ctx); c != nil && !errors.As(err, &te) {
-		return &TimeoutError{Cause: c, Err: err}
+	var e *Error
+	if c := timeoutCause(ctx); c != nil && !(errors.As(err, &e) && e.Mechanism == MechTimeout) {
+		return timedOut(c, err)
 	}
 	return err
 }

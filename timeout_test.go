@@ -16,8 +16,8 @@ func TestTimeoutStages(t *testing.T) {
 		rt := bw.Chain(u.Transport(), bw.CallTimeout(3*time.Second))
 		start := time.Now()
 		r := get(rt)
-		var te *bw.TimeoutError
-		if !errors.Is(r.err, bw.ErrCallTimeout) || !errors.As(r.err, &te) || time.Since(start) != 3*time.Second {
+		var te *bw.Error
+		if !errors.Is(r.err, bw.ErrCallTimeout) || !errors.As(r.err, &te) || !te.Timeout() || time.Since(start) != 3*time.Second {
 			t.Fatalf("%v after %s, want ErrCallTimeout after 3s", r.err, time.Since(start))
 		}
 	})

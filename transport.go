@@ -624,7 +624,8 @@ func (t *Transport) emit(c *call, e Event) {
 func (t *Transport) observeAttempt(c *call, a attemptResult, retry bool, wait time.Duration, budget bool) {
 	if a.o.Category == Rejected && a.err != nil {
 		if m := mechanismOf(a.err); m != "" { // else the body could not be replayed: no attempt
-			t.emit(c, Event{Kind: EventReject, Attempt: a.n, Mechanism: m, Err: a.err, Hedge: a.hedge, Endpoint: a.endpointName()})
+			left, _ := RetryAfter(a.err)
+			t.emit(c, Event{Kind: EventReject, Attempt: a.n, Mechanism: m, Delay: left, Err: a.err, Hedge: a.hedge, Endpoint: a.endpointName()})
 		}
 		return
 	}
@@ -650,23 +651,6 @@ func (t *Transport) end(c *call, o Outcome, err error) {
 		t.emit(c, Event{Kind: EventCallEnd, Attempts: c.made, Retries: max(c.rounds-1, 0), Category: o.Category, Status: o.Status, Duration: time.Duration(now - c.start), Err: err,
 			Hedge: c.servedHedge, Endpoint: c.servedBy})
 	}
-}
-
-// mechanismOf names the mechanism behind one of our rejections.
-func mechanismOf(err error) Mechanism {
-	switch {
-	case errors.Is(err, ErrCircuitOpen), errors.Is(err, ErrHalfOpenBusy):
-		return MechBreaker
-	case errors.Is(err, ErrPaused):
-		return MechPause
-	case errors.Is(err, ErrRateLimited):
-		return MechRateLimit
-	case errors.Is(err, ErrConcurrencyLimit):
-		return MechConcurrency
-	case errors.Is(err, ErrRetryBudget):
-		return MechRetryBudget
-	}
-	return ""
 }
 
 // newSizedBreakers builds the transport's breakers, sizing an automatic

@@ -94,8 +94,8 @@ func TestMeltPerAttemptOpensDuringThirdCall(t *testing.T) {
 			t.Fatalf("open after 10 failing attempts, tolerate 10")
 		}
 		r := get(tr)
-		var re *bw.RetryError
-		if !errors.Is(r.err, bw.ErrCircuitOpen) || errors.As(r.err, &re) {
+		var re *bw.Error
+		if !errors.Is(r.err, bw.ErrCircuitOpen) || !errors.As(r.err, &re) || re.Attempts != 1 {
 			t.Fatalf("call 3: %v, want ErrCircuitOpen after its one attempt", r.err)
 		}
 		if u.Count() != 11 {

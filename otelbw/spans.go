@@ -51,8 +51,8 @@ func spanEvent(e breakwater.Event) (string, []attribute.KeyValue) {
 		if e.Attempt > 0 {
 			kvs = append(kvs, attemptAttr.Int(e.Attempt))
 		}
-		if d, ok := breakwater.RetryAfter(e.Err); ok && d > 0 {
-			kvs = append(kvs, retryAfterKey.Float64(d.Seconds()))
+		if e.Delay > 0 {
+			kvs = append(kvs, retryAfterKey.Float64(e.Delay.Seconds()))
 		}
 		if e.Err != nil {
 			kvs = append(kvs, errorAttr.String(e.Err.Error()))

@@ -195,9 +195,8 @@ func (r *Recorder) Record(at time.Duration, e breakwater.Event) {
 		case breakwater.MechRetryBudget:
 			iv.BudgetRefused++
 		case breakwater.MechPause:
-			var pe *breakwater.PauseError
-			if errors.As(e.Err, &pe) {
-				r.paused(at, at+pe.Remaining)
+			if e.Delay > 0 {
+				r.paused(at, at+e.Delay)
 			}
 		}
 	case breakwater.EventWait:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -20,8 +21,9 @@ const s = time.Second
 
 func TestRecorderCounts(t *testing.T) {
 	r := timeline.New(time.Second)
-	openErr := &bw.BreakerError{Key: "k", State: bw.StateOpen}
-	busyErr := &bw.BreakerError{Key: "k", State: bw.StateHalfOpen}
+	openErr := fmt.Errorf("open: %w", bw.ErrCircuitOpen)
+	busyErr := fmt.Errorf("busy: %w", bw.ErrHalfOpenBusy)
+	pauseErr := fmt.Errorf("paused: %w", bw.ErrPaused)
 	events := []struct {
 		at time.Duration
 		e  bw.Event
@@ -39,10 +41,10 @@ func TestRecorderCounts(t *testing.T) {
 		{2000 * time.Millisecond, bw.Event{Kind: bw.EventCallStart}},
 		{2000 * time.Millisecond, bw.Event{Kind: bw.EventCallEnd, Category: bw.Rejected, Err: openErr}},
 		{2100 * time.Millisecond, bw.Event{Kind: bw.EventCallStart}},
-		{2100 * time.Millisecond, bw.Event{Kind: bw.EventCallEnd, Category: bw.Rejected, Err: &bw.RetryError{Attempts: 2, Err: busyErr}}},
+		{2100 * time.Millisecond, bw.Event{Kind: bw.EventCallEnd, Category: bw.Rejected, Err: fmt.Errorf("after 2 attempts: %w", busyErr)}},
 		{2200 * time.Millisecond, bw.Event{Kind: bw.EventCallStart}},
-		{2200 * time.Millisecond, bw.Event{Kind: bw.EventReject, Mechanism: bw.MechPause, Err: &bw.PauseError{Remaining: 500 * time.Millisecond}}},
-		{2200 * time.Millisecond, bw.Event{Kind: bw.EventCallEnd, Category: bw.Rejected, Err: &bw.PauseError{Remaining: 500 * time.Millisecond}}},
+		{2200 * time.Millisecond, bw.Event{Kind: bw.EventReject, Mechanism: bw.MechPause, Delay: 500 * time.Millisecond, Err: pauseErr}},
+		{2200 * time.Millisecond, bw.Event{Kind: bw.EventCallEnd, Category: bw.Rejected, Err: pauseErr}},
 		{3500 * time.Millisecond, bw.Event{Kind: bw.EventWait, Mechanism: bw.MechPause, Duration: 800 * time.Millisecond}},
 		{3600 * time.Millisecond, bw.Event{Kind: bw.EventTransition, Transition: &bw.Transition{Key: "k", From: bw.StateOpen, To: bw.StateHalfOpen}}},
 		{3700 * time.Millisecond, bw.Event{Kind: bw.EventTransition, Transition: &bw.Transition{Key: "k", From: bw.StateHalfOpen, To: bw.StateClosed}}},
@@ -201,7 +203,7 @@ func TestWriteSVG(t *testing.T) {
 		r.Record(at, bw.Event{Kind: bw.EventCallEnd, Category: bw.Success})
 	}
 	r.Record(2500*time.Millisecond, bw.Event{Kind: bw.EventRetry})
-	r.Record(2600*time.Millisecond, bw.Event{Kind: bw.EventCallEnd, Category: bw.Rejected, Err: &bw.BreakerError{State: bw.StateOpen}})
+	r.Record(2600*time.Millisecond, bw.Event{Kind: bw.EventCallEnd, Category: bw.Rejected, Err: bw.ErrCircuitOpen})
 	r.Record(2600*time.Millisecond, bw.Event{Kind: bw.EventTransition, Transition: &bw.Transition{Key: "k", To: bw.StateOpen, Reason: bw.ReasonFailures}})
 	var b bytes.Buffer
 	if err := timeline.WriteSVG(&b, r.Timeline(), `outage "A" <1>`); err != nil {

@@ -1,0 +1,85 @@
+package breakwater_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	bw "github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/breakwatertest"
+)
+
+// TestTimeoutsMatchAfterRetries checks the checks Go callers write for a
+// timeout, on the error http.Client returns, after one attempt and after
+// several.
+func TestTimeoutsMatchAfterRetries(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		opts     []bw.Option
+		sentinel error
+		attempts int
+	}{
+		{"one attempt", []bw.Option{bw.WithAttemptTimeout(time.Second), bw.WithMaxAttempts(1)}, bw.ErrAttemptTimeout, 1},
+		{"attempt timeouts, retried", []bw.Option{bw.WithAttemptTimeout(time.Second), bw.WithMaxAttempts(3)}, bw.ErrAttemptTimeout, 3},
+		{"call timeout after retries", []bw.Option{bw.WithCallTimeout(2500 * time.Millisecond), bw.WithAttemptTimeout(time.Second), bw.WithMaxAttempts(5)}, bw.ErrCallTimeout, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Hang: true})
+				opts := append([]bw.Option{bw.WithBase(u.Transport()), bw.WithBackoff(bw.Constant(10 * time.Millisecond))}, tc.opts...)
+				tr := newTransport(t, nil, opts...)
+				_, err := (&http.Client{Transport: tr}).Get(breakwatertest.PipeURL)
+				var ne net.Error
+				var e *bw.Error
+				switch {
+				case !errors.Is(err, context.DeadlineExceeded):
+					t.Errorf("errors.Is(%v, context.DeadlineExceeded) = false", err)
+				case !errors.As(err, &ne) || !ne.Timeout():
+					t.Errorf("%v is not a net.Error whose Timeout is true", err)
+				case !os.IsTimeout(err):
+					t.Errorf("os.IsTimeout(%v) = false", err)
+				case !errors.Is(err, tc.sentinel):
+					t.Errorf("errors.Is(%v, %v) = false", err, tc.sentinel)
+				case !errors.As(err, &e) || e.Attempts != tc.attempts || e.Mechanism != bw.MechTimeout:
+					t.Errorf("%v: %+v, want %d attempts", err, e, tc.attempts)
+				}
+				if u.Count() != tc.attempts {
+					t.Errorf("upstream saw %d requests, want %d", u.Count(), tc.attempts)
+				}
+			})
+		})
+	}
+}
+
+// TestRetryAfterIsNeverZero checks that RetryAfter reports a hint only
+// while it lasts.
+func TestRetryAfterIsNeverZero(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bs := newBreakers(t, bw.WithOpenJitter(0), bw.WithHalfOpen(1, 1))
+		b := bs.Get("k")
+		b.Trip(time.Second)
+		_, open := b.Allow()
+		if d, ok := bw.RetryAfter(open); !ok || d != time.Second {
+			t.Fatalf("open: RetryAfter = %s, %v; want 1s, true", d, ok)
+		}
+		time.Sleep(time.Second)
+		if d, ok := bw.RetryAfter(open); ok || d != 0 {
+			t.Errorf("open time over: RetryAfter = %s, %v; want 0, false", d, ok)
+		}
+		if _, err := b.Allow(); err != nil {
+			t.Fatalf("probe: %v", err)
+		}
+		_, busy := b.Allow()
+		if d, ok := bw.RetryAfter(busy); !errors.Is(busy, bw.ErrHalfOpenBusy) || !errors.Is(busy, bw.ErrCircuitOpen) || ok || d != 0 {
+			t.Errorf("half-open: %v, RetryAfter = %s, %v; want ErrHalfOpenBusy under ErrCircuitOpen, no hint", busy, d, ok)
+		}
+		if d, ok := bw.RetryAfter(errors.New("other")); ok || d != 0 {
+			t.Errorf("another error: RetryAfter = %s, %v", d, ok)
+		}
+	})
+}
