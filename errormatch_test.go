@@ -56,6 +56,25 @@ func TestTimeoutsMatchAfterRetries(t *testing.T) {
 	}
 }
 
+// TestWhichTimeoutIsDeterministic runs a setup whose last attempt ends by
+// the attempt timeout just before the call timeout: whether the jittered
+// wait before another attempt would fit is chance, which timeout the error
+// names is not.
+func TestWhichTimeoutIsDeterministic(t *testing.T) {
+	for i := range 40 {
+		synctest.Test(t, func(t *testing.T) {
+			u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Hang: true})
+			tr := newTransport(t, u.Transport(), bw.WithCallTimeout(2*time.Second), bw.WithAttemptTimeout(1950*time.Millisecond),
+				bw.WithBackoff(bw.ExponentialJitter(100*time.Millisecond, time.Second)))
+			start := time.Now()
+			_, err := tr.RoundTrip(mustGet(t))
+			if !errors.Is(err, bw.ErrCallTimeout) || errors.Is(err, bw.ErrAttemptTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("run %d: %v after %s (%d requests), want the call timeout alone", i, err, time.Since(start), u.Count())
+			}
+		})
+	}
+}
+
 // TestRetryAfterIsNeverZero checks that RetryAfter reports a hint only
 // while it lasts.
 func TestRetryAfterIsNeverZero(t *testing.T) {

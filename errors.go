@@ -49,11 +49,14 @@ var (
 	ErrConcurrencyLimit = errors.New("breakwater: concurrency limit reached")
 	// ErrRetryBudget: the key's retry budget is spent; the call was not retried.
 	ErrRetryBudget = errors.New("breakwater: retry budget exhausted")
-	// ErrAttemptTimeout: the attempt timeout ended an attempt. It is also
-	// the cause of an attempt's context that hit the attempt timeout.
+	// ErrAttemptTimeout: the attempt timeout ended an attempt, and the call
+	// stopped with time left for another (its attempts, the retry budget
+	// or its request body did not allow one). It is also the cause of an
+	// attempt's context that hit the attempt timeout.
 	ErrAttemptTimeout = errors.New("breakwater: attempt timeout")
-	// ErrCallTimeout: the call timeout ended the call. It is also the cause
-	// of a call's context that hit the call timeout.
+	// ErrCallTimeout: the call timeout ended the call, or left no room
+	// for the next attempt after an attempt timed out. It is also the
+	// cause of a call's context that hit the call timeout.
 	ErrCallTimeout = errors.New("breakwater: call timeout")
 )
 

@@ -255,13 +255,18 @@ func (c *call) settle() {
 // fail builds the error a call returns (see [Error]): one of our own
 // counted for the call; an error of the upstream's itself when at most one
 // attempt was made, else wrapped with the attempts made; wrapped in the
-// retry budget's refusal when that stopped the call.
+// retry budget's refusal when that stopped the call. An attempt timeout
+// after which the call timeout left no room for another attempt is the
+// call timeout's: the call ran out of time, whether or not a retry's
+// jittered wait would have fitted.
 func (c *call) fail(err error, budget bool) error {
 	if budget {
 		return &Error{Key: c.name, Mechanism: MechRetryBudget, Attempts: c.made, Err: err, sentinel: ErrRetryBudget}
 	}
 	e, ours := err.(*Error)
 	switch {
+	case ours && c.outOfTime && e.sentinel == ErrAttemptTimeout:
+		return &Error{Key: c.key, Mechanism: MechTimeout, Attempts: c.made, Err: context.DeadlineExceeded, sentinel: ErrCallTimeout}
 	case ours:
 		return e.withAttempts(c.name, c.made)
 	case c.made <= 1:
@@ -283,6 +288,13 @@ func (c *call) remaining() (time.Duration, bool) {
 	return time.Until(dl), true
 }
 
+// callBound reports whether the call timeout, rather than the caller's
+// deadline, is the call's earliest deadline.
+func (c *call) callBound() bool {
+	d, ok := c.ctx.Deadline()
+	return !c.deadline.IsZero() && (!ok || !d.Before(c.deadline))
+}
+
 // decide reports whether to retry after an attempt and how long to wait
 // first; budget reports that the retry budget refused, and a non-nil stop
 // is a RetryIf error that ends the call.
@@ -295,6 +307,7 @@ func (t *Transport) decide(c *call, resp *http.Response, err error, o Outcome) (
 	}
 	left, bounded := c.remaining()
 	if bounded && left <= 0 {
+		c.outOfTime = c.callBound()
 		return 0, false, false, nil
 	}
 	if ok, stop := t.retryable(c, resp, err, o); !ok || stop != nil {
@@ -319,6 +332,7 @@ func (t *Transport) decide(c *call, resp *http.Response, err error, o Outcome) (
 		wait = max(wait, hint)
 	}
 	if need := wait; bounded && (left <= need || resp != nil && left <= need+drainTime) {
+		c.outOfTime = c.callBound()
 		return 0, false, false, nil // the wait, and draining the response, must fit
 	}
 	if c.budget != nil {

@@ -491,6 +491,7 @@ type call struct {
 	pending    Permit
 	pendingO   Outcome
 	hasPending bool
+	outOfTime  bool  // the call timeout left no room for another attempt
 	start      int64 // when observed, t.now()
 	ended      int64 // when the latest attempt ended, if observed
 	slot       Slot  // the current attempt's concurrency slot
