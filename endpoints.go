@@ -9,12 +9,6 @@ import (
 	"time"
 )
 
-// ReasonOutlier is the reason an endpoint is ejected for a failure rate
-// well above the other endpoints'. An endpoint ejected for failing
-// attempts in a row has [ReasonFailures], one whose probe failed
-// [ReasonProbeFailed], and one brought back [ReasonProbesSucceeded].
-const ReasonOutlier Reason = "outlier"
-
 // Outlier detection and health tiers, as documented on [Failover].
 const (
 	outlierWindow       = 10 * time.Second
@@ -23,23 +17,6 @@ const (
 	outlierMargin       = 0.1 // …plus this
 	ejectionJitter      = 0.1 // positive jitter on each ejection
 	defaultThrottleTime = time.Second
-)
-
-// Health is an endpoint's tier. Its values are stable metric label and
-// JSON values.
-type Health string
-
-// Health tiers, best first.
-const (
-	// HealthHealthy: in, nothing wrong seen.
-	HealthHealthy Health = "healthy"
-	// HealthDegraded: in, but its breaker is half-open, the upstream asked
-	// it to pause or slow down, or its ejection is over and it awaits its
-	// probe. Attempts go to degraded endpoints only when no healthy one is
-	// left.
-	HealthDegraded Health = "degraded"
-	// HealthEjected: out, by outlier detection or an open breaker.
-	HealthEjected Health = "ejected"
 )
 
 // tier orders the health tiers for choosing, best first.

@@ -69,3 +69,26 @@ type Transition struct {
 // DefaultMaxBreakers is the number of keys a breaker registry holds by
 // default (see [WithBreakerLimits]).
 const DefaultMaxBreakers = 10_000
+
+// ReasonOutlier is the reason an endpoint is ejected for a failure rate
+// well above the other endpoints'. An endpoint ejected for failing
+// attempts in a row has [ReasonFailures], one whose probe failed
+// [ReasonProbeFailed], and one brought back [ReasonProbesSucceeded].
+const ReasonOutlier Reason = "outlier"
+
+// Health is an endpoint's tier. Its values are stable metric label and
+// JSON values.
+type Health string
+
+// Health tiers, best first.
+const (
+	// HealthHealthy: in, nothing wrong seen.
+	HealthHealthy Health = "healthy"
+	// HealthDegraded: in, but its breaker is half-open, the upstream asked
+	// it to pause or slow down, or its ejection is over and it awaits its
+	// probe. Attempts go to degraded endpoints only when no healthy one is
+	// left.
+	HealthDegraded Health = "degraded"
+	// HealthEjected: out, by outlier detection or an open breaker.
+	HealthEjected Health = "ejected"
+)
