@@ -2,6 +2,7 @@ package breakwater
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -178,4 +179,46 @@ func formatDuration(d time.Duration) string {
 		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
 	}
 	return strconv.FormatFloat(float64(d.Round(100*time.Millisecond))/float64(time.Second), 'f', -1, 64) + "s"
+}
+
+// explainFailover describes the failover of a Transport, if any.
+func (t *Transport) explainFailover(b *strings.Builder, line func(indent int, label, format string, args ...any)) {
+	c := &t.cfg
+	if f := c.failover; f != nil {
+		b.WriteString("  failover\n")
+		names := make([]string, len(f.eps))
+		for i, u := range f.eps {
+			names[i] = u.String()
+		}
+		line(2, "endpoints", "%d: %s", len(names), strings.Join(names, ", "))
+		choice := "in turns"
+		if f.leastInFlight {
+			choice = "fewest in flight"
+		}
+		line(2, "choice", "%s within the best health tier; a retry or a hedge to an endpoint not tried yet", choice)
+		if len(names) > 1 {
+			line(2, "ejects after", "%d failing attempts in a row, or a failure rate >= 2x the others' + 10 points over %s (>= %d attempts)", f.consecutive, formatDuration(outlierWindow), outlierMinVolume)
+			maxOut := max(1, int(f.maxEjected*float64(len(names))))
+			line(2, "ejected for", "%s, doubling on each ejection up to %s, +10%% jitter; at most %d of %d at once", formatDuration(f.ejection), formatDuration(f.maxEjection), maxOut, len(names))
+		} else {
+			line(2, "ejects", "never: a single endpoint is left to its breaker")
+		}
+		line(2, "all out", "the endpoint whose ejection ends first; ErrCircuitOpen when every breaker is open")
+	}
+}
+
+// explainHedging describes the hedging of a Transport, if any.
+func (t *Transport) explainHedging(b *strings.Builder, line func(indent int, label, format string, args ...any)) {
+	c := &t.cfg
+	if h := c.hedging; h != nil {
+		b.WriteString("  hedging\n")
+		if h.q > 0 {
+			line(2, "after", "the key's p%s of recent first attempts, at least %s (once %d were seen)", strconv.FormatFloat(math.Round(h.q*1e4)/1e2, 'f', -1, 64), formatDuration(h.delay), hedgeMinSamples)
+		} else {
+			line(2, "after", "%s", formatDuration(h.delay))
+		}
+		line(2, "hedges", "up to %d per call, counted as attempts, admitted without waiting", h.maxHedges)
+		line(2, "budget", "%.0f%% extra requests per key over %s, and the retry budget", h.budget*100, formatDuration(hedgeWindow))
+		line(2, "applies to", "requests that may be repeated, with bodies GetBody replays")
+	}
 }

@@ -198,32 +198,6 @@ func (t *Transport) endpointState(e *endpoint) extState {
 	return extNone
 }
 
-// explainFailover describes the failover of a Transport, if any.
-func (t *Transport) explainFailover(b *strings.Builder, line func(indent int, label, format string, args ...any)) {
-	c := &t.cfg
-	if f := c.failover; f != nil {
-		b.WriteString("  failover\n")
-		names := make([]string, len(f.eps))
-		for i, u := range f.eps {
-			names[i] = u.String()
-		}
-		line(2, "endpoints", "%d: %s", len(names), strings.Join(names, ", "))
-		choice := "in turns"
-		if f.leastInFlight {
-			choice = "fewest in flight"
-		}
-		line(2, "choice", "%s within the best health tier; a retry or a hedge to an endpoint not tried yet", choice)
-		if len(names) > 1 {
-			line(2, "ejects after", "%d failing attempts in a row, or a failure rate >= 2x the others' + 10 points over %s (>= %d attempts)", f.consecutive, formatDuration(outlierWindow), outlierMinVolume)
-			maxOut := max(1, int(f.maxEjected*float64(len(names))))
-			line(2, "ejected for", "%s, doubling on each ejection up to %s, +10%% jitter; at most %d of %d at once", formatDuration(f.ejection), formatDuration(f.maxEjection), maxOut, len(names))
-		} else {
-			line(2, "ejects", "never: a single endpoint is left to its breaker")
-		}
-		line(2, "all out", "the endpoint whose ejection ends first; ErrCircuitOpen when every breaker is open")
-	}
-}
-
 // allow picks the attempt's endpoint (with failover) and asks its breaker
 // to admit the attempt. With failover, an endpoint whose breaker refuses is
 // passed over for the next best, so that the call fails only when every

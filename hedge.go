@@ -3,10 +3,8 @@ package breakwater
 import (
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -269,20 +267,4 @@ func (t *Transport) hedgeSnapshots() []HedgeSnapshot {
 	})
 	slices.SortFunc(out, func(a, b HedgeSnapshot) int { return strings.Compare(a.Key, b.Key) })
 	return out
-}
-
-// explainHedging describes the hedging of a Transport, if any.
-func (t *Transport) explainHedging(b *strings.Builder, line func(indent int, label, format string, args ...any)) {
-	c := &t.cfg
-	if h := c.hedging; h != nil {
-		b.WriteString("  hedging\n")
-		if h.q > 0 {
-			line(2, "after", "the key's p%s of recent first attempts, at least %s (once %d were seen)", strconv.FormatFloat(math.Round(h.q*1e4)/1e2, 'f', -1, 64), formatDuration(h.delay), hedgeMinSamples)
-		} else {
-			line(2, "after", "%s", formatDuration(h.delay))
-		}
-		line(2, "hedges", "up to %d per call, counted as attempts, admitted without waiting", h.maxHedges)
-		line(2, "budget", "%.0f%% extra requests per key over %s, and the retry budget", h.budget*100, formatDuration(hedgeWindow))
-		line(2, "applies to", "requests that may be repeated, with bodies GetBody replays")
-	}
 }
