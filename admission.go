@@ -182,7 +182,7 @@ func (l *limits) admit(c *call, dl time.Time) error {
 		t0 = l.waited(c, MechPause, t0)
 	}
 	if l.rate != nil {
-		if err := l.rate.m.get(c.key).wait(c.ctx, dl); err != nil {
+		if err := l.rate.m.Get(c.key).wait(c.ctx, dl); err != nil {
 			l.probeLost(c)
 			return err
 		}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/breakwater-go/breakwater/internal/keyed"
 )
 
 // Breaker is one key's circuit breaker. Its methods are safe for concurrent
@@ -65,22 +67,22 @@ func (b *Breaker) Key() string {
 }
 
 // weigh tells the registry what evicting the breaker would lose (see
-// [keyedMap]): an open or half-open breaker must not be lost (nor may the
+// [keyed.Map]): an open or half-open breaker must not be lost (nor may the
 // observers that follow its transitions miss its closing); a closed one
 // that counted a failure lately holds state worth keeping; a closed one
 // with no recent failure is as good as a new one.
-func (b *Breaker) weigh(time.Time) keep {
+func (b *Breaker) weigh(time.Time) keyed.Keep {
 	if _, s := unpack(b.sg.Load()); s != StateClosed {
-		return keepHard
+		return keyed.Hard
 	}
 	t := b.bs.now() // the registry's clock, which a simulation may run
 	if b.consec.Load() > 0 {
-		return keepSoft
+		return keyed.Soft
 	}
 	if f := b.lastFail.Load(); f != 0 && t-f < int64(max(b.bs.cfg.policy.within, DefaultWindowWithin)) {
-		return keepSoft
+		return keyed.Soft
 	}
-	return keepNone
+	return keyed.None
 }
 
 // A Permit is one admission by a breaker. Report the attempt's outcome with

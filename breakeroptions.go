@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/breakwater-go/breakwater/internal/keyed"
 )
 
 // BreakerMode selects what a breaker does with its verdicts.
@@ -184,8 +186,8 @@ func (c *breakerConfig) validate() error {
 	if c.mode > ModeDisabled {
 		errs = append(errs, fmt.Errorf("breakwater: unknown breaker mode %d", c.mode))
 	}
-	if c.maxKeys < 1 || c.maxKeys > maxRegistryKeys || c.idleTTL <= 0 {
-		errs = append(errs, fmt.Errorf("breakwater: breaker limits need maxKeys in [1, %d] and idleTTL > 0, got %d and %s", maxRegistryKeys, c.maxKeys, c.idleTTL))
+	if c.maxKeys < 1 || c.maxKeys > keyed.MaxKeys || c.idleTTL <= 0 {
+		errs = append(errs, fmt.Errorf("breakwater: breaker limits need maxKeys in [1, %d] and idleTTL > 0, got %d and %s", keyed.MaxKeys, c.maxKeys, c.idleTTL))
 	}
 	return errors.Join(errs...)
 }

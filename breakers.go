@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/breakwater-go/breakwater/internal/keyed"
 )
 
 // Breakers is a registry of circuit breakers, one per key, created lazily on
@@ -15,7 +17,7 @@ type Breakers struct {
 	cfg     breakerConfig
 	start   time.Time
 	virtual *int64 // nanoseconds since start, when a simulation runs the clock; nil: the real clock
-	m       *keyedMap[*Breaker]
+	m       *keyed.Map[*Breaker]
 
 	listeners atomic.Pointer[[]func(Transition)]
 	evMu      sync.Mutex
@@ -53,7 +55,7 @@ func NewBreakers(opts ...BreakerOption) (*Breakers, error) {
 	ls := cfg.listeners
 	bs.listeners.Store(&ls)
 	if cfg.mode != ModeDisabled {
-		bs.m = newKeyedMap(cfg.maxKeys, cfg.idleTTL, bs.newBreaker, (*Breaker).weigh)
+		bs.m = keyed.New(cfg.maxKeys, cfg.idleTTL, bs.newBreaker, (*Breaker).weigh)
 		bs.joinCluster()
 	}
 	return bs, nil
@@ -85,18 +87,18 @@ func (bs *Breakers) Get(key string) *Breaker {
 	if bs == nil || bs.m == nil {
 		return nil
 	}
-	return bs.m.get(key)
+	return bs.m.Get(key)
 }
 
 // acquire returns key's breaker pinned in the registry (see
-// [keyedMap.acquire]), and the pin to release; both nil when the registry
+// [keyed.Map.Acquire]), and the pin to release; both nil when the registry
 // is disabled.
-func (bs *Breakers) acquire(key string) (*Breaker, *keyedEntry[*Breaker]) {
+func (bs *Breakers) acquire(key string) (*Breaker, *keyed.Entry[*Breaker]) {
 	if bs == nil || bs.m == nil {
 		return nil, nil
 	}
-	e := bs.m.acquire(key)
-	return e.v, e
+	e := bs.m.Acquire(key)
+	return e.Value, e
 }
 
 // Lookup returns the breaker for key without creating it.
@@ -104,7 +106,7 @@ func (bs *Breakers) Lookup(key string) (*Breaker, bool) {
 	if bs == nil || bs.m == nil {
 		return nil, false
 	}
-	return bs.m.lookup(key)
+	return bs.m.Lookup(key)
 }
 
 // Len reports how many breakers the registry holds.
@@ -112,7 +114,7 @@ func (bs *Breakers) Len() int {
 	if bs == nil || bs.m == nil {
 		return 0
 	}
-	return bs.m.len()
+	return bs.m.Len()
 }
 
 // Allow asks key's breaker to admit one attempt. See [Breaker.Allow].
@@ -147,14 +149,14 @@ func (bs *Breakers) each(fn func(*Breaker)) {
 	if bs == nil || bs.m == nil {
 		return
 	}
-	bs.m.each(func(_ string, b *Breaker) { fn(b) })
+	bs.m.Each(func(_ string, b *Breaker) { fn(b) })
 }
 
 // Trip forces key's breaker open for d (the open timeout when d <= 0).
 func (bs *Breakers) Trip(key string, d time.Duration) {
 	b, pin := bs.acquire(key)
 	b.Trip(d)
-	pin.release()
+	pin.Release()
 }
 
 // Reset closes key's breaker and forgets its failures.
@@ -172,7 +174,7 @@ func (bs *Breakers) ResetAll() { bs.each((*Breaker).Reset) }
 func (bs *Breakers) Melt(key string, c Category) {
 	b, pin := bs.acquire(key)
 	b.Melt(c)
-	pin.release()
+	pin.Release()
 }
 
 // RecordSuccess records an out-of-band success (a health probe's recovery
@@ -296,7 +298,7 @@ func BreakerStage(bs *Breakers, key KeyFunc, cl Classifier) Stage {
 				return nil, err
 			}
 			b, pin := bs.acquire(k) // kept in the registry until the outcome is recorded
-			defer pin.release()
+			defer pin.Release()
 			permit, err := b.Allow()
 			if err != nil {
 				if hasBody(req) {

@@ -201,7 +201,7 @@ func (bs *Breakers) applyRemote(e ClusterEvent) {
 		return
 	}
 	b, pin := bs.acquire(e.Key) // kept in the registry until opened
-	defer pin.release()
+	defer pin.Release()
 	j := bs.cfg.jitter
 	if j < DefaultOpenJitter {
 		j = DefaultOpenJitter

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/breakwater-go/breakwater/internal/keyed"
 )
 
 // A BulkheadOption configures [NewBulkhead], [NewBulkheads] and
@@ -72,8 +74,8 @@ func newBulkheadConfig(limit int, defaults, opts []BulkheadOption) (*bulkheadCon
 	if c.maxQueue < 0 || c.maxWait < 0 || (c.maxQueue == 0) != (c.maxWait == 0) {
 		errs = append(errs, fmt.Errorf("breakwater: bulkhead queue needs a length and a wait both > 0 or both 0, got %d and %s", c.maxQueue, c.maxWait))
 	}
-	if c.maxKeys < 1 || c.maxKeys > maxRegistryKeys || c.idleTTL <= 0 {
-		errs = append(errs, fmt.Errorf("breakwater: bulkhead keys need maxKeys in [1, %d] and idleTTL > 0, got %d and %s", maxRegistryKeys, c.maxKeys, c.idleTTL))
+	if c.maxKeys < 1 || c.maxKeys > keyed.MaxKeys || c.idleTTL <= 0 {
+		errs = append(errs, fmt.Errorf("breakwater: bulkhead keys need maxKeys in [1, %d] and idleTTL > 0, got %d and %s", keyed.MaxKeys, c.maxKeys, c.idleTTL))
 	}
 	if c.adaptive != nil && c.limit >= 1 {
 		if _, err := c.adaptive.adaptive(c.limit); err != nil {
@@ -418,16 +420,16 @@ func (b *Bulkhead) Reset() {
 }
 
 // weigh tells the registry what evicting the bulkhead would lose (see
-// [keyedMap]): slots held or requests waiting must not be lost; an adaptive
+// [keyed.Map]): slots held or requests waiting must not be lost; an adaptive
 // limit that moved from its start is worth keeping.
-func (b *Bulkhead) weigh(time.Time) keep {
+func (b *Bulkhead) weigh(time.Time) keyed.Keep {
 	switch {
 	case b.state.Load()&inFlightMask != 0 || b.nwait.Load() != 0:
-		return keepHard
+		return keyed.Hard
 	case b.adapt != nil && b.limit.Load() != int64(b.cfg.limit):
-		return keepSoft
+		return keyed.Soft
 	}
-	return keepNone
+	return keyed.None
 }
 
 // BulkheadSnapshot is a point-in-time view of one bulkhead.
@@ -456,7 +458,7 @@ func (b *Bulkhead) Snapshot() BulkheadSnapshot {
 // *Bulkheads admits everything.
 type Bulkheads struct {
 	cfg *bulkheadConfig
-	m   *keyedMap[*Bulkhead]
+	m   *keyed.Map[*Bulkhead]
 }
 
 // NewBulkheads returns a registry of bulkheads of limit slots each, or an
@@ -470,7 +472,7 @@ func newBulkheads(limit int, defaults, opts []BulkheadOption) (*Bulkheads, error
 	if err != nil {
 		return nil, err
 	}
-	return &Bulkheads{cfg: c, m: newKeyedMap(c.maxKeys, c.idleTTL, c.newBulkhead, (*Bulkhead).weigh)}, nil
+	return &Bulkheads{cfg: c, m: keyed.New(c.maxKeys, c.idleTTL, c.newBulkhead, (*Bulkhead).weigh)}, nil
 }
 
 // Get returns key's bulkhead, creating it if needed (nil for a nil
@@ -479,7 +481,7 @@ func (bs *Bulkheads) Get(key string) *Bulkhead {
 	if bs == nil {
 		return nil
 	}
-	return bs.m.get(key)
+	return bs.m.Get(key)
 }
 
 // Lookup returns key's bulkhead without creating it.
@@ -487,7 +489,7 @@ func (bs *Bulkheads) Lookup(key string) (*Bulkhead, bool) {
 	if bs == nil {
 		return nil, false
 	}
-	return bs.m.lookup(key)
+	return bs.m.Lookup(key)
 }
 
 // Len reports how many bulkheads the registry holds.
@@ -495,7 +497,7 @@ func (bs *Bulkheads) Len() int {
 	if bs == nil {
 		return 0
 	}
-	return bs.m.len()
+	return bs.m.Len()
 }
 
 // Acquire takes a slot of key's bulkhead. See [Bulkhead.Acquire].
@@ -511,9 +513,9 @@ func (bs *Bulkheads) Acquire(ctx context.Context, key string) (Slot, error) {
 // queued keeps it there afterwards: it is never evicted under a holder, so
 // one key never has two bulkheads (twice its limit).
 func (bs *Bulkheads) acquire(ctx context.Context, key string, dl time.Time) (Slot, error) {
-	e := bs.m.acquire(key)
-	defer e.release()
-	return e.v.acquire(ctx, dl)
+	e := bs.m.Acquire(key)
+	defer e.Release()
+	return e.Value.acquire(ctx, dl)
 }
 
 // InFlight reports how many of key's slots are held.
@@ -556,6 +558,6 @@ func (bs *Bulkheads) Snapshots() []BulkheadSnapshot {
 		return nil
 	}
 	var out []BulkheadSnapshot
-	bs.m.each(func(_ string, b *Bulkhead) { out = append(out, b.Snapshot()) })
+	bs.m.Each(func(_ string, b *Bulkhead) { out = append(out, b.Snapshot()) })
 	return out
 }

@@ -227,7 +227,7 @@ func (t *Transport) allow(c *call, r *attemptResult) (Permit, error) {
 		}
 		c.tried |= 1 << ep.i
 		c.key, c.breaker, c.ep = ep.key, b, ep
-		c.up = t.keys.get(ep.key)
+		c.up = t.keys.Get(ep.key)
 		if c.up.budget != nil && c.pol.MaxAttempts > 1 {
 			c.budget = c.up.budget
 			if !c.deposited {

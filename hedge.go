@@ -247,7 +247,7 @@ type HedgeSnapshot struct {
 func (t *Transport) hedgeSnapshots() []HedgeSnapshot {
 	now := t.now()
 	var out []HedgeSnapshot
-	t.keys.each(func(key string, u *upstream) {
+	t.keys.Each(func(key string, u *upstream) {
 		s := u.hedge.Load()
 		if s == nil {
 			return

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/breakwater-go/breakwater/internal/keyed"
 )
 
 // Insight is one plain-words finding about live traffic: something the
@@ -68,13 +70,13 @@ const (
 // use; the zero value is not usable, call [NewInsights].
 type Insights struct {
 	start time.Time
-	keys  *keyedMap[*insightKey]
+	keys  *keyed.Map[*insightKey]
 }
 
 // NewInsights returns an Insights with no counts.
 func NewInsights() *Insights {
 	in := &Insights{start: time.Now()}
-	in.keys = newKeyedMap(DefaultMaxKeys, insightBucket*insightBuckets, newInsightKey, func(*insightKey, time.Time) keep { return keepNone })
+	in.keys = keyed.New(DefaultMaxKeys, insightBucket*insightBuckets, newInsightKey, func(*insightKey, time.Time) keyed.Keep { return keyed.None })
 	return in
 }
 
@@ -108,7 +110,7 @@ func (in *Insights) Observe(_ context.Context, e Event) {
 		return
 	}
 	now := in.now()
-	k := in.keys.get(e.Key)
+	k := in.keys.Get(e.Key)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.first < 0 {
@@ -230,7 +232,7 @@ func (in *Insights) Findings() []Insight {
 	}
 	now := in.now()
 	var out []Insight
-	in.keys.each(func(key string, k *insightKey) {
+	in.keys.Each(func(key string, k *insightKey) {
 		k.mu.Lock()
 		out = append(out, k.findings(now)...)
 		k.mu.Unlock()

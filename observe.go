@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/breakwater-go/breakwater/internal/keyed"
 )
 
 // EventKind says what an [Event] reports.
@@ -183,7 +185,7 @@ func LogObserver(l *slog.Logger, interval time.Duration) Observer {
 		interval = 10 * time.Second
 	}
 	lo := &logObserver{l: l, interval: int64(interval), start: time.Now()}
-	lo.last = newKeyedMap(DefaultMaxBreakers, 10*interval, func(string) *logGate { return &logGate{} }, func(*logGate, time.Time) keep { return keepNone })
+	lo.last = keyed.New(DefaultMaxBreakers, 10*interval, func(string) *logGate { return &logGate{} }, func(*logGate, time.Time) keyed.Keep { return keyed.None })
 	return lo
 }
 
@@ -191,7 +193,7 @@ type logObserver struct {
 	l        *slog.Logger
 	interval int64
 	start    time.Time
-	last     *keyedMap[*logGate]
+	last     *keyed.Map[*logGate]
 }
 
 // logGate rate-limits one key's rejection logs.
@@ -216,7 +218,7 @@ func (lo *logObserver) Observe(ctx context.Context, e Event) {
 		}
 		lo.l.LogAttrs(ctx, slog.LevelWarn, "breakwater: breaker "+t.To.String(), attrs...)
 	case EventReject:
-		g := lo.last.get(e.Key + "|" + string(e.Mechanism))
+		g := lo.last.Get(e.Key + "|" + string(e.Mechanism))
 		now := int64(time.Since(lo.start))
 		next := g.next.Load()
 		if now < next || !g.next.CompareAndSwap(next, now+lo.interval) {

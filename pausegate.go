@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/breakwater-go/breakwater/internal/keyed"
 )
 
 // A PauseOption configures [NewPauseGates] and [WithPauseGate].
@@ -84,7 +86,7 @@ type PauseGates struct {
 	// probe, release or count anything, or is 0 once that has passed:
 	// while it is 0, no key is held.
 	latest  atomic.Int64
-	m       *keyedMap[*pauseGate]
+	m       *keyed.Map[*pauseGate]
 	virtual *int64 // nanoseconds since start, when a simulation runs the clock; nil: the real clock
 }
 
@@ -123,8 +125,8 @@ func newPauseGates(defaults, opts []PauseOption) (*PauseGates, error) {
 	if c.waitSet && c.maxWait < 0 {
 		errs = append(errs, fmt.Errorf("breakwater: pause wait must be >= 0, got %s", c.maxWait))
 	}
-	if c.maxKeys < 1 || c.maxKeys > maxRegistryKeys || c.idleTTL <= 0 {
-		errs = append(errs, fmt.Errorf("breakwater: pause gate keys need maxKeys in [1, %d] and idleTTL > 0, got %d and %s", maxRegistryKeys, c.maxKeys, c.idleTTL))
+	if c.maxKeys < 1 || c.maxKeys > keyed.MaxKeys || c.idleTTL <= 0 {
+		errs = append(errs, fmt.Errorf("breakwater: pause gate keys need maxKeys in [1, %d] and idleTTL > 0, got %d and %s", keyed.MaxKeys, c.maxKeys, c.idleTTL))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -133,7 +135,7 @@ func newPauseGates(defaults, opts []PauseOption) (*PauseGates, error) {
 		c.maxWait = c.maxPause
 	}
 	g := &PauseGates{cfg: c, start: time.Now()}
-	g.m = newKeyedMap(c.maxKeys, c.idleTTL, func(key string) *pauseGate { return &pauseGate{key: key} }, g.weigh)
+	g.m = keyed.New(c.maxKeys, c.idleTTL, func(key string) *pauseGate { return &pauseGate{key: key} }, g.weigh)
 	if c.bus != nil {
 		c.bus.Subscribe(g.applyRemote)
 	}
@@ -151,13 +153,13 @@ func (g *PauseGates) wall(n int64) time.Time { return g.start.Add(time.Duration(
 
 // weigh tells the registry that a gate paused, or holding, probing,
 // releasing or counting something, must not be evicted, and that any other
-// is as good as new (see [keyedMap]).
-func (g *PauseGates) weigh(pg *pauseGate, _ time.Time) keep {
+// is as good as new (see [keyed.Map]).
+func (g *PauseGates) weigh(pg *pauseGate, _ time.Time) keyed.Keep {
 	t := g.now() // the gates' clock, which a simulation may run
 	if pg.until.Load() > t || pg.busy.Load() > t {
-		return keepHard
+		return keyed.Hard
 	}
-	return keepNone
+	return keyed.None
 }
 
 // busyUntil records that pg holds, probes, releases or counts something
@@ -184,7 +186,7 @@ func (g *PauseGates) MaxPause() time.Duration {
 // gate returns key's gate without creating it. A key without one is not
 // paused.
 func (g *PauseGates) gate(key string) (*pauseGate, bool) {
-	return g.m.lookup(key)
+	return g.m.Lookup(key)
 }
 
 // Pause pauses key for d from now, clamped to the maximum pause, unless it
@@ -202,9 +204,9 @@ func (g *PauseGates) pause(key string, d time.Duration, publish bool) time.Time 
 		return time.Time{}
 	}
 	until := addSat(g.now(), int64(min(d, g.cfg.maxPause)))
-	e := g.m.acquire(key) // pinned until paused: a paused gate is never evicted
-	defer e.release()
-	pg := e.v
+	e := g.m.Acquire(key) // pinned until paused: a paused gate is never evicted
+	defer e.Release()
+	pg := e.Value
 	pg.mu.Lock()
 	if old := pg.until.Load(); old >= until {
 		pg.mu.Unlock()
@@ -246,9 +248,9 @@ func (g *PauseGates) Observe(key string, o Outcome) {
 func (g *PauseGates) answer(key string, over bool, d time.Duration) {
 	var pg *pauseGate
 	if over {
-		e := g.m.acquire(key) // pinned until it holds: a holding gate is never evicted
-		defer e.release()
-		pg = e.v
+		e := g.m.Acquire(key) // pinned until it holds: a holding gate is never evicted
+		defer e.Release()
+		pg = e.Value
 	} else if p, ok := g.gate(key); ok {
 		pg = p
 	} else {
@@ -307,7 +309,7 @@ func (g *PauseGates) Resume(key string) {
 }
 
 func (g *PauseGates) resume(key string) {
-	pg, ok := g.m.lookup(key)
+	pg, ok := g.m.Lookup(key)
 	if !ok {
 		return
 	}
@@ -431,7 +433,7 @@ func (g *PauseGates) Snapshot(key string) (PauseSnapshot, bool) {
 	if g == nil {
 		return PauseSnapshot{}, false
 	}
-	pg, ok := g.m.lookup(key)
+	pg, ok := g.m.Lookup(key)
 	if !ok {
 		return PauseSnapshot{}, false
 	}
@@ -444,6 +446,6 @@ func (g *PauseGates) Snapshots() []PauseSnapshot {
 		return nil
 	}
 	var out []PauseSnapshot
-	g.m.each(func(_ string, pg *pauseGate) { out = append(out, g.snapshot(pg)) })
+	g.m.Each(func(_ string, pg *pauseGate) { out = append(out, g.snapshot(pg)) })
 	return out
 }

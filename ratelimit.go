@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/breakwater-go/breakwater/internal/keyed"
 )
 
 // Unlimited is the rate limit that installs no limiter: [NewRateLimiter]
@@ -92,8 +94,8 @@ func newRateLimitConfig(limit rate.Limit, burst int, defaults []RateLimitOption,
 	if c.maxWait < 0 {
 		errs = append(errs, fmt.Errorf("breakwater: rate limit wait must be >= 0, got %s", c.maxWait))
 	}
-	if c.maxKeys < 1 || c.maxKeys > maxRegistryKeys || c.idleTTL <= 0 {
-		errs = append(errs, fmt.Errorf("breakwater: rate limiter keys need maxKeys in [1, %d] and idleTTL > 0, got %d and %s", maxRegistryKeys, c.maxKeys, c.idleTTL))
+	if c.maxKeys < 1 || c.maxKeys > keyed.MaxKeys || c.idleTTL <= 0 {
+		errs = append(errs, fmt.Errorf("breakwater: rate limiter keys need maxKeys in [1, %d] and idleTTL > 0, got %d and %s", keyed.MaxKeys, c.maxKeys, c.idleTTL))
 	}
 	return c, errors.Join(errs...)
 }
@@ -329,13 +331,13 @@ func (l *RateLimiter) Reset() {
 }
 
 // weigh tells the registry that a full bucket is as good as new and one
-// still refilling is worth keeping (see [keyedMap]).
-func (l *RateLimiter) weigh(now time.Time) keep {
+// still refilling is worth keeping (see [keyed.Map]).
+func (l *RateLimiter) weigh(now time.Time) keyed.Keep {
 	t := int64(now.Sub(l.start))
 	if l.cell.tat.Load() <= t && l.refused.Load() <= t {
-		return keepNone
+		return keyed.None
 	}
-	return keepSoft
+	return keyed.Soft
 }
 
 // RateLimitSnapshot is a point-in-time view of one rate limiter.
@@ -378,7 +380,7 @@ func (l *RateLimiter) Snapshot() RateLimitSnapshot {
 // A nil *RateLimiters is the registry of [Unlimited]: it admits everything.
 type RateLimiters struct {
 	cfg rateLimitConfig
-	m   *keyedMap[*RateLimiter]
+	m   *keyed.Map[*RateLimiter]
 }
 
 // NewRateLimiters returns a registry of token buckets of limit tokens per
@@ -395,7 +397,7 @@ func newRateLimiters(limit rate.Limit, burst int, defaults, opts []RateLimitOpti
 		return nil, err
 	}
 	rs := &RateLimiters{cfg: cfg}
-	rs.m = newKeyedMap(cfg.maxKeys, cfg.idleTTL, cfg.newLimiter, (*RateLimiter).weigh)
+	rs.m = keyed.New(cfg.maxKeys, cfg.idleTTL, cfg.newLimiter, (*RateLimiter).weigh)
 	return rs, nil
 }
 
@@ -405,7 +407,7 @@ func (rs *RateLimiters) Get(key string) *RateLimiter {
 	if rs == nil {
 		return nil
 	}
-	return rs.m.get(key)
+	return rs.m.Get(key)
 }
 
 // Lookup returns key's limiter without creating it.
@@ -413,7 +415,7 @@ func (rs *RateLimiters) Lookup(key string) (*RateLimiter, bool) {
 	if rs == nil {
 		return nil, false
 	}
-	return rs.m.lookup(key)
+	return rs.m.Lookup(key)
 }
 
 // Len reports how many limiters the registry holds.
@@ -421,7 +423,7 @@ func (rs *RateLimiters) Len() int {
 	if rs == nil {
 		return 0
 	}
-	return rs.m.len()
+	return rs.m.Len()
 }
 
 // Limit returns the tokens each key gains per second ([Unlimited] for nil).
@@ -446,7 +448,7 @@ func (rs *RateLimiters) Allow(key string) bool {
 	if rs == nil {
 		return true
 	}
-	return rs.m.get(key).Allow()
+	return rs.m.Get(key).Allow()
 }
 
 // Wait takes a token from key's bucket. See [RateLimiter.Wait].
@@ -498,7 +500,7 @@ func (rs *RateLimiters) ResetAll() {
 	if rs == nil {
 		return
 	}
-	rs.m.each(func(_ string, l *RateLimiter) { l.Reset() })
+	rs.m.Each(func(_ string, l *RateLimiter) { l.Reset() })
 }
 
 // Snapshot returns key's state, or false when no limiter exists for key.
@@ -516,6 +518,6 @@ func (rs *RateLimiters) Snapshots() []RateLimitSnapshot {
 		return nil
 	}
 	var out []RateLimitSnapshot
-	rs.m.each(func(_ string, l *RateLimiter) { out = append(out, l.Snapshot()) })
+	rs.m.Each(func(_ string, l *RateLimiter) { out = append(out, l.Snapshot()) })
 	return out
 }

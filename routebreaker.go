@@ -100,7 +100,7 @@ func (rb *RouteBreaker) Middleware(next http.Handler) http.Handler {
 		key := rb.key(r)
 		s := rb.in.begin(w, true)
 		b, pin := rb.bs.acquire(key) // kept in the registry until the outcome is recorded
-		defer pin.release()
+		defer pin.Release()
 		permit, err := b.Allow()
 		if err != nil {
 			rej := Rejection{Mechanism: MechRouteBreaker, Status: rb.in.status, Key: key, Err: err, RetryAfter: time.Second}

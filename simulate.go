@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"time"
+
+	"github.com/breakwater-go/breakwater/internal/keyed"
 )
 
 // Scenario is an upstream's behaviour, and the traffic sent to it, for
@@ -181,7 +183,7 @@ func (bs *Breakers) simulated(now *int64) *Breakers {
 	var ls []func(Transition)
 	sim.listeners.Store(&ls)
 	if cfg.mode != ModeDisabled {
-		sim.m = newKeyedMap(cfg.maxKeys, cfg.idleTTL, sim.newBreaker, (*Breaker).weigh)
+		sim.m = keyed.New(cfg.maxKeys, cfg.idleTTL, sim.newBreaker, (*Breaker).weigh)
 	}
 	return sim
 }
@@ -192,7 +194,7 @@ func (g *PauseGates) simulated(now *int64) *PauseGates {
 	cfg := g.cfg
 	cfg.bus = nil
 	sim := &PauseGates{cfg: cfg, start: time.Now(), virtual: now}
-	sim.m = newKeyedMap(cfg.maxKeys, cfg.idleTTL, func(key string) *pauseGate { return &pauseGate{key: key} }, sim.weigh)
+	sim.m = keyed.New(cfg.maxKeys, cfg.idleTTL, func(key string) *pauseGate { return &pauseGate{key: key} }, sim.weigh)
 	return sim
 }
 

@@ -8,6 +8,8 @@ import (
 	"math"
 	"net/http"
 	"time"
+
+	"github.com/breakwater-go/breakwater/internal/keyed"
 )
 
 // Transport is an [http.RoundTripper] that runs every call through the
@@ -46,8 +48,8 @@ type Transport struct {
 	cfg      config
 	base     http.RoundTripper
 	breakers *Breakers
-	keys     *keyedMap[*upstream] // retry budgets and answer times
-	limits   limits               // pause gate, rate limit, bulkhead (admission.go)
+	keys     *keyed.Map[*upstream] // retry budgets and answer times
+	limits   limits                // pause gate, rate limit, bulkhead (admission.go)
 	start    time.Time
 	stage    bool         // a RetryStage: an inner BreakerStage defers failures to it
 	obs      Observer     // nil when nothing observes
@@ -360,13 +362,13 @@ func NewTransport(opts ...Option) (*Transport, error) {
 		t.breakers.addListener(transitionReporter(t.obs))
 	}
 	t.limits.obs = t.obs
-	t.keys = newKeyedMap(cfg.maxKeys, cfg.idleTTL, func(string) *upstream {
+	t.keys = keyed.New(cfg.maxKeys, cfg.idleTTL, func(string) *upstream {
 		u := &upstream{}
 		if cfg.budget {
 			u.budget = newRetryBudget(cfg.budgetRatio, cfg.budgetFloor, cfg.budgetWindow)
 		}
 		return u
-	}, func(u *upstream, now time.Time) keep { return u.weigh(int64(now.Sub(t.start))) })
+	}, func(u *upstream, now time.Time) keyed.Keep { return u.weigh(int64(now.Sub(t.start))) })
 	if cfg.failover != nil {
 		t.eps = t.newEndpoints(*cfg.failover)
 	}
@@ -407,8 +409,8 @@ func (c *config) validate() error {
 	if c.maxRetryAfter < 0 || c.slowCall < 0 {
 		errs = append(errs, errors.New("breakwater: max Retry-After and slow-call threshold must be >= 0"))
 	}
-	if c.maxKeys < 1 || c.maxKeys > maxRegistryKeys || c.idleTTL <= 0 {
-		errs = append(errs, fmt.Errorf("breakwater: key limits need maxKeys in [1, %d] and idleTTL > 0, got %d and %s", maxRegistryKeys, c.maxKeys, c.idleTTL))
+	if c.maxKeys < 1 || c.maxKeys > keyed.MaxKeys || c.idleTTL <= 0 {
+		errs = append(errs, fmt.Errorf("breakwater: key limits need maxKeys in [1, %d] and idleTTL > 0, got %d and %s", keyed.MaxKeys, c.maxKeys, c.idleTTL))
 	}
 	return errors.Join(errs...)
 }
@@ -579,10 +581,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		c.deadline = time.Now().Add(c.pol.CallTimeout)
 	}
 	if t.eps == nil {
-		var pin *keyedEntry[*Breaker]
+		var pin *keyed.Entry[*Breaker]
 		c.breaker, pin = t.breakers.acquire(c.key) // kept in the registry until the call is charged
-		defer pin.release()
-		c.up = t.keys.get(c.key)
+		defer pin.Release()
+		c.up = t.keys.Get(c.key)
 		if c.up.budget != nil && c.pol.MaxAttempts > 1 {
 			c.budget = c.up.budget
 			c.budget.deposit(t.now())
@@ -594,7 +596,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.cfg.hedging != nil || t.eps != nil {
 		c.repeatable = hedgeable(c.req, c.pol.Idempotent)
 		if t.cfg.hedging != nil && c.repeatable && c.pol.MaxAttempts > 1 {
-			c.hedge = t.keys.get(c.name).hedging()
+			c.hedge = t.keys.Get(c.name).hedging()
 			c.hedge.deposit(t.now())
 		}
 	}

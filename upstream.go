@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"github.com/breakwater-go/breakwater/internal/keyed"
 )
 
 // upstream is what a Transport learns about one key besides its breaker
@@ -55,12 +57,12 @@ func (a *answerTimes) observe(now int64, d time.Duration) {
 
 // weigh tells the registry that an upstream that answered in the last
 // one to two periods holds the times hangs are judged by, worth keeping;
-// its retry budget alone only grants more when lost (see [keyedMap]).
-func (u *upstream) weigh(now int64) keep {
+// its retry budget alone only grants more when lost (see [keyed.Map]).
+func (u *upstream) weigh(now int64) keyed.Keep {
 	if u.answers.slowest(now) > 0 {
-		return keepSoft
+		return keyed.Soft
 	}
-	return keepNone
+	return keyed.None
 }
 
 // slowest returns the slowest answer of the last one to two periods.

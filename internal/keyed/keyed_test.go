@@ -1,4 +1,4 @@
-package breakwater
+package keyed
 
 import (
 	"strconv"
@@ -7,22 +7,26 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
-// item is what the tests keep in a keyedMap: its weight is set by the test.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// item is what the tests keep in a Map: its weight is set by the test.
 type item struct {
 	key    string
-	weight atomic.Uint32 // a keep
+	weight atomic.Uint32 // a Keep
 }
 
-func newItemMap(max int, ttl time.Duration) *keyedMap[*item] {
-	return newKeyedMap(max, ttl, func(k string) *item { return &item{key: k} },
-		func(it *item, _ time.Time) keep { return keep(it.weight.Load()) })
+func newItemMap(max int, ttl time.Duration) *Map[*item] {
+	return New(max, ttl, func(k string) *item { return &item{key: k} },
+		func(it *item, _ time.Time) Keep { return Keep(it.weight.Load()) })
 }
 
 // check verifies the map's invariants: every live entry is in both the map
 // and the ring, once; the count matches; no key has two live entries.
-func (km *keyedMap[V]) check(t testing.TB) {
+func (km *Map[V]) check(t testing.TB) {
 	t.Helper()
 	km.mu.Lock()
 	defer km.mu.Unlock()
@@ -35,14 +39,14 @@ func (km *keyedMap[V]) check(t testing.TB) {
 		if e.word.Load()&entryDead != 0 {
 			t.Fatalf("slot %d holds a dead entry", i)
 		}
-		if got, ok := km.m.Load(e.key); !ok || got.(*keyedEntry[V]) != e {
+		if got, ok := km.m.Load(e.key); !ok || got.(*Entry[V]) != e {
 			t.Fatalf("slot %d (%q) is not the map's entry for its key", i, e.key)
 		}
 	}
 	inMap := 0
 	km.m.Range(func(k, v any) bool {
 		inMap++
-		if v.(*keyedEntry[V]).word.Load()&entryDead != 0 {
+		if v.(*Entry[V]).word.Load()&entryDead != 0 {
 			t.Fatalf("the map holds a dead entry for %q", k)
 		}
 		return true
@@ -61,87 +65,87 @@ func TestKeyedMapMakesRoomAtCap(t *testing.T) {
 	km := newItemMap(100, time.Hour)
 	for i := range 10_000 {
 		k := strconv.Itoa(i)
-		if it := km.get(k); it.key != k {
+		if it := km.Get(k); it.key != k {
 			t.Fatalf("key %q got the value of %q", k, it.key)
 		}
-		if _, ok := km.lookup(k); !ok {
+		if _, ok := km.Lookup(k); !ok {
 			t.Fatalf("key %q is not kept right after its insertion", k)
 		}
-		if n := km.len(); n > 100 {
+		if n := km.Len(); n > 100 {
 			t.Fatalf("%d entries, cap 100", n)
 		}
 	}
 	km.check(t)
 }
 
-// Values that must not be lost (keepHard) and entries pinned by a caller
+// Values that must not be lost (Hard) and entries pinned by a caller
 // are never evicted; while every entry is such the map grows up to twice
 // its cap, and past that new keys get transient values it does not keep.
 func TestKeyedMapNeverEvictsHardOrPinned(t *testing.T) {
 	km := newItemMap(10, time.Hour)
-	var pins []*keyedEntry[*item]
+	var pins []*Entry[*item]
 	for i := range 10 {
 		if i%2 == 0 {
-			km.get("hard" + strconv.Itoa(i)).weight.Store(uint32(keepHard))
+			km.Get("hard" + strconv.Itoa(i)).weight.Store(uint32(Hard))
 		} else {
-			pins = append(pins, km.acquire("pinned"+strconv.Itoa(i)))
+			pins = append(pins, km.Acquire("pinned"+strconv.Itoa(i)))
 		}
 	}
 	// A new key evicts nothing it may not: it takes the slot of a new key
 	// that holds nothing, or grows the map.
 	for i := range 10 {
-		if it := km.get("new" + strconv.Itoa(i)); it.key != "new"+strconv.Itoa(i) {
+		if it := km.Get("new" + strconv.Itoa(i)); it.key != "new"+strconv.Itoa(i) {
 			t.Fatal("shared value")
 		}
 	}
-	if n := km.len(); n < 11 || n > 20 {
+	if n := km.Len(); n < 11 || n > 20 {
 		t.Fatalf("%d entries, want between 11 and 20", n)
 	}
 	for i := range 20 {
-		km.get("newer" + strconv.Itoa(i)).weight.Store(uint32(keepHard))
+		km.Get("newer" + strconv.Itoa(i)).weight.Store(uint32(Hard))
 	}
-	if n := km.len(); n != 20 {
+	if n := km.Len(); n != 20 {
 		t.Fatalf("%d entries, want the map grown to 20", n)
 	}
-	e := km.acquire("transient")
-	if !e.transient || e.v.key != "transient" {
-		t.Fatalf("past the hard cap: transient %v, key %q", e.transient, e.v.key)
+	e := km.Acquire("transient")
+	if !e.transient || e.Value.key != "transient" {
+		t.Fatalf("past the hard cap: transient %v, key %q", e.transient, e.Value.key)
 	}
-	e.release()
-	if _, ok := km.lookup("transient"); ok || km.len() != 20 {
-		t.Fatalf("a transient value was kept (%d entries)", km.len())
+	e.Release()
+	if _, ok := km.Lookup("transient"); ok || km.Len() != 20 {
+		t.Fatalf("a transient value was kept (%d entries)", km.Len())
 	}
 	for i := range 10 {
 		k := "hard" + strconv.Itoa(i)
 		if i%2 == 1 {
 			k = "pinned" + strconv.Itoa(i)
 		}
-		if _, ok := km.lookup(k); !ok {
+		if _, ok := km.Lookup(k); !ok {
 			t.Fatalf("%s was evicted", k)
 		}
 	}
 	for _, p := range pins {
-		p.release()
+		p.Release()
 	}
 	km.check(t)
 }
 
-// An entry holding state worth keeping (keepSoft) outlives a churn of
+// An entry holding state worth keeping (Soft) outlives a churn of
 // entries that hold none, even when it is not used for a long time.
 func TestKeyedMapPrefersLosslessVictims(t *testing.T) {
 	km := newItemMap(100, time.Hour)
-	km.get("counting").weight.Store(uint32(keepSoft))
+	km.Get("counting").weight.Store(uint32(Soft))
 	for i := range 100_000 {
-		km.get(strconv.Itoa(i))
+		km.Get(strconv.Itoa(i))
 	}
-	if _, ok := km.lookup("counting"); !ok {
+	if _, ok := km.Lookup("counting"); !ok {
 		t.Fatal("the entry with state was evicted while entries without any were there")
 	}
 	// With nothing but state around, the oldest goes.
 	for i := range 100 {
-		km.get("s" + strconv.Itoa(i)).weight.Store(uint32(keepSoft))
+		km.Get("s" + strconv.Itoa(i)).weight.Store(uint32(Soft))
 	}
-	if n := km.len(); n > 100 {
+	if n := km.Len(); n > 100 {
 		t.Fatalf("%d entries, cap 100", n)
 	}
 	km.check(t)
@@ -152,27 +156,27 @@ func TestKeyedMapPrefersLosslessVictims(t *testing.T) {
 func TestKeyedMapIdleTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		km := newItemMap(1000, time.Minute)
-		km.get("idle")
-		km.get("soft-idle").weight.Store(uint32(keepSoft))
-		km.get("hard-idle").weight.Store(uint32(keepHard))
-		km.get("busy")
+		km.Get("idle")
+		km.Get("soft-idle").weight.Store(uint32(Soft))
+		km.Get("hard-idle").weight.Store(uint32(Hard))
+		km.Get("busy")
 		for range 5 {
 			time.Sleep(30 * time.Second)
-			km.get("busy")
-			km.get("trigger" + time.Now().String()) // insertions run the sweep
+			km.Get("busy")
+			km.Get("trigger" + time.Now().String()) // insertions run the sweep
 		}
 		for k, want := range map[string]bool{"idle": false, "soft-idle": false, "hard-idle": true, "busy": true} {
-			if _, ok := km.lookup(k); ok != want {
+			if _, ok := km.Lookup(k); ok != want {
 				t.Errorf("%s kept: %v, want %v", k, ok, want)
 			}
 		}
 		km.check(t)
 
 		// Within the TTL nothing idle goes.
-		km.get("recent")
+		km.Get("recent")
 		time.Sleep(59 * time.Second)
-		km.get("trigger")
-		if _, ok := km.lookup("recent"); !ok {
+		km.Get("trigger")
+		if _, ok := km.Lookup("recent"); !ok {
 			t.Error("an entry idle for less than the TTL was evicted")
 		}
 	})
@@ -191,7 +195,7 @@ func TestKeyedMapUseEvictRace(t *testing.T) {
 			case <-stop:
 				return
 			default:
-				km.get("churn" + strconv.Itoa(i%64))
+				km.Get("churn" + strconv.Itoa(i%64))
 			}
 		}
 	})
@@ -205,14 +209,14 @@ func TestKeyedMapUseEvictRace(t *testing.T) {
 		users.Go(func() {
 			k := "hot" + strconv.Itoa(u%2)
 			for r := range rounds {
-				e := km.acquire(k)
+				e := km.Acquire(k)
 				for i := range 3 * 8 { // the hand goes round the map several times
-					km.get("user" + strconv.Itoa(u) + "-" + strconv.Itoa(r%7) + "-" + strconv.Itoa(i))
+					km.Get("user" + strconv.Itoa(u) + "-" + strconv.Itoa(r%7) + "-" + strconv.Itoa(i))
 				}
-				if got, ok := km.m.Load(k); !e.transient && (!ok || got.(*keyedEntry[*item]) != e || e.word.Load()&entryDead != 0) {
+				if got, ok := km.m.Load(k); !e.transient && (!ok || got.(*Entry[*item]) != e || e.word.Load()&entryDead != 0) {
 					lost.Add(1)
 				}
-				e.release()
+				e.Release()
 			}
 		})
 	}
@@ -227,7 +231,7 @@ func TestKeyedMapUseEvictRace(t *testing.T) {
 
 // FuzzKeyedMap runs sequences of operations on a small map and checks its
 // invariants after each: the count matches the live entries, no key has
-// two, the hard cap holds, and neither keepHard nor pinned entries are ever
+// two, the hard cap holds, and neither Hard nor pinned entries are ever
 // evicted.
 func FuzzKeyedMap(f *testing.F) {
 	f.Add(uint8(2), []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11})
@@ -237,37 +241,37 @@ func FuzzKeyedMap(f *testing.F) {
 		ops = ops[:min(len(ops), 512)] // long sequences add time, not states
 		synctest.Test(t, func(t *testing.T) {
 			km := newItemMap(1+int(max%6), time.Minute)
-			var pinned []*keyedEntry[*item]
+			var pinned []*Entry[*item]
 			hard := map[string]bool{}
 			for _, op := range ops {
 				k := strconv.Itoa(int(op & 15))
 				switch op >> 6 {
 				case 0:
-					km.get(k)
+					km.Get(k)
 				case 1:
-					if e := km.acquire(k); !e.transient {
+					if e := km.Acquire(k); !e.transient {
 						pinned = append(pinned, e)
 					} else {
-						e.release()
+						e.Release()
 					}
 				case 2:
 					if len(pinned) > 0 {
-						pinned[0].release()
+						pinned[0].Release()
 						pinned = pinned[1:]
 					} else {
 						time.Sleep(time.Duration(op&63) * time.Second)
 					}
 				case 3:
-					if it, ok := km.lookup(k); ok {
-						w := keep(op>>4&3) % 3
+					if it, ok := km.Lookup(k); ok {
+						w := Keep(op>>4&3) % 3
 						it.weight.Store(uint32(w))
-						hard[k] = w == keepHard
+						hard[k] = w == Hard
 					}
 				}
 				km.check(t)
 				for k, h := range hard {
-					if _, ok := km.lookup(k); h && !ok {
-						t.Fatalf("keepHard entry %q was evicted", k)
+					if _, ok := km.Lookup(k); h && !ok {
+						t.Fatalf("Hard entry %q was evicted", k)
 					}
 				}
 				for _, e := range pinned {

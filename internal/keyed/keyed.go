@@ -1,4 +1,7 @@
-package breakwater
+// Package keyed is the bounded, evicting per-key registry that every
+// per-key primitive of breakwater keeps its state in: breakers, retry
+// budgets, token buckets, pause gates, bulkheads, insights and log gates.
+package keyed
 
 import (
 	"sync"
@@ -6,9 +9,8 @@ import (
 	"time"
 )
 
-// keyedMap is a bounded per-key registry shared by every per-key primitive
-// (breakers, retry budgets, limiters, gates, bulkheads, log gates). It is a
-// leaf: it knows nothing of what it holds but what weigh tells it.
+// Map is a bounded per-key registry. It is a leaf: it knows nothing of what
+// it holds but what weigh tells it. It is safe for concurrent use.
 //
 // Lookups of existing keys are lock-free and allocation-free: a sync.Map
 // load and, at most once between two passes of the eviction hand, a
@@ -18,10 +20,10 @@ import (
 // at once: a clock hand (the CLOCK approximation of least-recently-used)
 // sweeps the entries, giving each one used since it last passed a second
 // chance, and evicts the first that nothing holds, preferring values whose
-// loss costs nothing (keepNone: a closed breaker with no failures, a full
+// loss costs nothing (None: a closed breaker with no failures, a full
 // bucket, a gate not paused) over values that hold state worth keeping
-// (keepSoft: failure counts, a drained bucket). Values that must not be
-// lost (keepHard: an open breaker, an active pause, a slot held) and
+// (Soft: failure counts, a drained bucket). Values that must not be
+// lost (Hard: an open breaker, an active pause, a slot held) and
 // entries pinned by a caller are never evicted. When every entry is such,
 // the map grows past max, up to hard = 2·max; past that, a new key gets a
 // transient value that is not kept (it admits everything it is asked to,
@@ -29,51 +31,53 @@ import (
 //
 // Idle entries: every idleTTL an insertion also sweeps the whole map and
 // evicts the entries not used since the previous such sweep (idle for
-// idleTTL to 2·idleTTL), unless they are keepHard or pinned.
-type keyedMap[V any] struct {
-	m       sync.Map // string → *keyedEntry[V]
+// idleTTL to 2·idleTTL), unless they are Hard or pinned.
+type Map[V any] struct {
+	m       sync.Map // string → *Entry[V]
 	count   atomic.Int64
 	max     int
 	hard    int
 	idleTTL time.Duration
 	start   time.Time
 	make    func(key string) V
-	weigh   func(v V, now time.Time) keep
+	weigh   func(v V, now time.Time) Keep
 
 	mu        sync.Mutex // guards everything below, and insertions
-	ring      []*keyedEntry[V]
+	ring      []*Entry[V]
 	free      []int32 // empty slots of ring
 	hand      int
 	nextSweep time.Duration // since start
 	skipClock int           // insertions that grow without scanning, after a scan found nothing
 }
 
-// keep says what evicting a value would lose.
-type keep uint8
+// Keep says what evicting a value would lose.
+type Keep uint8
 
 const (
-	// keepNone: nothing; the value is as good as a new one.
-	keepNone keep = iota
-	// keepSoft: state worth keeping, evicted only when no keepNone value
+	// None: nothing; the value is as good as a new one.
+	None Keep = iota
+	// Soft: state worth keeping, evicted only when no None value
 	// is found nearby.
-	keepSoft
-	// keepHard: state that must not be lost; never evicted.
-	keepHard
+	Soft
+	// Hard: state that must not be lost; never evicted.
+	Hard
 )
 
 // softScan is how many eviction candidates (entries neither pinned nor
-// used since the hand last passed) past the first keepSoft one the hand
-// looks at for a keepNone one before settling for the keepSoft one.
+// used since the hand last passed) past the first Soft one the hand
+// looks at for a None one before settling for the Soft one.
 const softScan = 32
 
-type keyedEntry[V any] struct {
+// Entry is a key's place in a [Map], pinned by [Map.Acquire] until
+// [Entry.Release].
+type Entry[V any] struct {
 	key       string
-	v         V
+	Value     V
 	word      atomic.Int64 // pins<<3 | entryDead | entrySeen | entryRef
 	transient bool         // never in the map: the map was at its hard cap
 }
 
-// Bits of keyedEntry.word. A use sets entryRef and entrySeen; the clock hand
+// Bits of Entry.word. A use sets entryRef and entrySeen; the clock hand
 // clears entryRef and the idle sweep entrySeen; an eviction sets entryDead
 // with a compare-and-swap that fails if the entry was used or pinned
 // meanwhile.
@@ -86,7 +90,7 @@ const (
 )
 
 // use marks e used and reports whether it is still live.
-func (e *keyedEntry[V]) use() bool {
+func (e *Entry[V]) use() bool {
 	for {
 		w := e.word.Load()
 		switch {
@@ -102,7 +106,7 @@ func (e *keyedEntry[V]) use() bool {
 
 // pin marks e used and keeps it from being evicted until release; it
 // reports false if e was evicted already.
-func (e *keyedEntry[V]) pin() bool {
+func (e *Entry[V]) pin() bool {
 	for {
 		w := e.word.Load()
 		if w&entryDead != 0 {
@@ -114,62 +118,65 @@ func (e *keyedEntry[V]) pin() bool {
 	}
 }
 
-// release undoes a pin taken by [keyedMap.acquire]. A nil e is ignored.
-func (e *keyedEntry[V]) release() {
+// Release undoes the pin [Map.Acquire] took. A nil e is ignored.
+func (e *Entry[V]) Release() {
 	if e != nil {
 		e.word.Add(-pinUnit)
 	}
 }
 
-func newKeyedMap[V any](max int, idleTTL time.Duration, make func(string) V, weigh func(V, time.Time) keep) *keyedMap[V] {
-	max = min(max, maxRegistryKeys)
-	return &keyedMap[V]{max: max, hard: 2 * max, idleTTL: idleTTL, start: time.Now(), make: make, weigh: weigh, nextSweep: idleTTL}
+// New returns a map of at most max values (see [Map]) made by make on first
+// use, idle ones evicted after idleTTL to 2·idleTTL, weighed by weigh when
+// room is needed.
+func New[V any](max int, idleTTL time.Duration, make func(string) V, weigh func(V, time.Time) Keep) *Map[V] {
+	max = min(max, MaxKeys)
+	return &Map[V]{max: max, hard: 2 * max, idleTTL: idleTTL, start: time.Now(), make: make, weigh: weigh, nextSweep: idleTTL}
 }
 
-// maxRegistryKeys bounds the cap of a registry: its slot indices are int32.
-const maxRegistryKeys = 1 << 28
+// MaxKeys bounds the cap of a registry: its slot indices are int32.
+const MaxKeys = 1 << 28
 
-// get returns key's value, creating it if needed.
-func (km *keyedMap[V]) get(key string) V {
+// Get returns key's value, creating it if needed.
+func (km *Map[V]) Get(key string) V {
 	if e, ok := km.m.Load(key); ok {
-		if e := e.(*keyedEntry[V]); e.use() {
-			return e.v
+		if e := e.(*Entry[V]); e.use() {
+			return e.Value
 		}
 	}
-	return km.insert(key, false).v
+	return km.insert(key, false).Value
 }
 
-// acquire returns key's entry, creating it if needed, pinned: it is not
-// evicted until e.release(). Use it when what is done with the value must
+// Acquire returns key's entry, creating it if needed, pinned: it is not
+// evicted until e.Release(). Use it when what is done with the value must
 // not be lost to an eviction in between (a failure recorded at the end of a
 // call, a pause set, a slot taken).
-func (km *keyedMap[V]) acquire(key string) *keyedEntry[V] {
+func (km *Map[V]) Acquire(key string) *Entry[V] {
 	if e, ok := km.m.Load(key); ok {
-		if e := e.(*keyedEntry[V]); e.pin() {
+		if e := e.(*Entry[V]); e.pin() {
 			return e
 		}
 	}
 	return km.insert(key, true)
 }
 
-// lookup returns key's value without creating it or marking it used.
-func (km *keyedMap[V]) lookup(key string) (V, bool) {
+// Lookup returns key's value without creating it or marking it used.
+func (km *Map[V]) Lookup(key string) (V, bool) {
 	if e, ok := km.m.Load(key); ok {
-		if e := e.(*keyedEntry[V]); e.word.Load()&entryDead == 0 {
-			return e.v, true
+		if e := e.(*Entry[V]); e.word.Load()&entryDead == 0 {
+			return e.Value, true
 		}
 	}
 	var zero V
 	return zero, false
 }
 
-func (km *keyedMap[V]) insert(key string, pin bool) *keyedEntry[V] {
+func (km *Map[V]) insert(key string, pin bool) *Entry[V] {
 	v := km.make(key)
 	now := time.Now()
 	km.mu.Lock()
 	defer km.mu.Unlock()
 	if a, ok := km.m.Load(key); ok { // inserted meanwhile (evictions delete under mu)
-		a := a.(*keyedEntry[V])
+		a := a.(*Entry[V])
 		if pin && a.pin() || !pin && a.use() {
 			return a
 		}
@@ -181,7 +188,7 @@ func (km *keyedMap[V]) insert(key string, pin bool) *keyedEntry[V] {
 	// A new entry starts without its reference bit: one used once is
 	// evicted when the hand next comes round (a whole turn of insertions
 	// later), one used again gets a second chance.
-	e := &keyedEntry[V]{key: key, v: v}
+	e := &Entry[V]{key: key, Value: v}
 	w := int64(entrySeen)
 	if pin {
 		w += pinUnit
@@ -202,7 +209,7 @@ func (km *keyedMap[V]) insert(key string, pin bool) *keyedEntry[V] {
 // slotLocked returns a free slot of ring for a new entry, evicting one if
 // the map is at its cap, or -1 when the map is at its hard cap and nothing
 // can be evicted.
-func (km *keyedMap[V]) slotLocked(now time.Time) int {
+func (km *Map[V]) slotLocked(now time.Time) int {
 	if int(km.count.Load()) >= km.max {
 		if km.skipClock > 0 {
 			km.skipClock--
@@ -226,7 +233,7 @@ func (km *keyedMap[V]) slotLocked(now time.Time) int {
 
 // clockLocked moves the hand until it evicts an entry and returns its
 // slot, or -1 when a whole turn found nothing to evict.
-func (km *keyedMap[V]) clockLocked(now time.Time) int {
+func (km *Map[V]) clockLocked(now time.Time) int {
 	n := len(km.ring)
 	soft, past := -1, 0
 	var softW int64
@@ -247,12 +254,12 @@ func (km *keyedMap[V]) clockLocked(now time.Time) int {
 			e.word.CompareAndSwap(w, w&^entryRef) // a second chance
 			continue
 		}
-		switch km.weigh(e.v, now) {
-		case keepNone:
+		switch km.weigh(e.Value, now) {
+		case None:
 			if km.evictLocked(i, w) {
 				return i
 			}
-		case keepSoft:
+		case Soft:
 			if soft < 0 {
 				soft, softW, past = i, w, 0
 				continue
@@ -276,7 +283,7 @@ func (km *keyedMap[V]) clockLocked(now time.Time) int {
 
 // evictLocked evicts the entry in slot i if its word is still w (nobody
 // used or pinned it since w was read).
-func (km *keyedMap[V]) evictLocked(i int, w int64) bool {
+func (km *Map[V]) evictLocked(i int, w int64) bool {
 	e := km.ring[i]
 	if !e.word.CompareAndSwap(w, w|entryDead) {
 		return false
@@ -288,8 +295,8 @@ func (km *keyedMap[V]) evictLocked(i int, w int64) bool {
 }
 
 // sweepLocked evicts the entries not used since the previous sweep, unless
-// they are pinned or keepHard, and marks the others unused.
-func (km *keyedMap[V]) sweepLocked(now time.Time) {
+// they are pinned or Hard, and marks the others unused.
+func (km *Map[V]) sweepLocked(now time.Time) {
 	for i, e := range km.ring {
 		if e == nil {
 			continue
@@ -298,20 +305,20 @@ func (km *keyedMap[V]) sweepLocked(now time.Time) {
 		switch {
 		case w&entrySeen != 0:
 			e.word.CompareAndSwap(w, w&^entrySeen)
-		case w < pinUnit && km.weigh(e.v, now) != keepHard && km.evictLocked(i, w):
+		case w < pinUnit && km.weigh(e.Value, now) != Hard && km.evictLocked(i, w):
 			km.free = append(km.free, int32(i))
 		}
 	}
 }
 
-// len reports the number of entries.
-func (km *keyedMap[V]) len() int { return int(km.count.Load()) }
+// Len reports the number of entries.
+func (km *Map[V]) Len() int { return int(km.count.Load()) }
 
-// each calls fn for every entry.
-func (km *keyedMap[V]) each(fn func(key string, v V)) {
+// Each calls fn for every entry.
+func (km *Map[V]) Each(fn func(key string, v V)) {
 	km.m.Range(func(k, v any) bool {
-		if e := v.(*keyedEntry[V]); e.word.Load()&entryDead == 0 {
-			fn(k.(string), e.v)
+		if e := v.(*Entry[V]); e.word.Load()&entryDead == 0 {
+			fn(k.(string), e.Value)
 		}
 		return true
 	})
