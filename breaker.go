@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/breakwater-go/breakwater/internal/keyed"
+	"github.com/breakwater-go/breakwater/internal/window"
 )
 
 // Breaker is one key's circuit breaker. Its methods are safe for concurrent
@@ -33,9 +34,9 @@ type Breaker struct {
 	faultErr      *Error
 
 	mu       sync.Mutex
-	window   failureWindow
-	share    *shareWindow // a Window with a ratio
-	rate     rateWindow
+	window   window.Failures
+	share    *window.Share // a Window with a ratio
+	rate     window.Rate
 	opens    int
 	openedAt int64
 	probes   []probeLease
@@ -224,9 +225,9 @@ func (b *Breaker) succeed(gen uint64, oob bool) {
 	if s == StateClosed {
 		switch b.bs.cfg.policy.kind {
 		case policyWindow:
-			if b.share != nil && b.share.success() {
+			if b.share != nil && b.share.Success() {
 				b.mu.Lock()
-				b.share.quiet(b.bs.now())
+				b.share.Quiet(b.bs.now())
 				b.mu.Unlock()
 			}
 		case policyConsecutive:
@@ -235,8 +236,8 @@ func (b *Breaker) succeed(gen uint64, oob bool) {
 			}
 		case policyFailureRate:
 			now := b.bs.now()
-			b.rate.add(now, 1, 0)
-			if calls, fails := b.rate.sum(now); b.bs.cfg.policy.rateTrips(calls, fails) {
+			b.rate.Add(now, 1, 0)
+			if calls, fails := b.rate.Sum(now); b.bs.cfg.policy.rateTrips(calls, fails) {
 				b.tripOnRate(gen) // this success completed the minimum volume
 			}
 		}
@@ -306,8 +307,8 @@ func (b *Breaker) count(now int64, c Category) (int, bool) {
 		}
 		return n, n >= threshold
 	case policyFailureRate:
-		b.rate.add(now, 1, 1)
-		calls, fails := b.rate.sum(now)
+		b.rate.Add(now, 1, 1)
+		calls, fails := b.rate.Sum(now)
 		return int(fails), p.rateTrips(calls, fails)
 	}
 	threshold := p.tolerate + 1
@@ -315,10 +316,10 @@ func (b *Breaker) count(now int64, c Category) (int, bool) {
 		threshold = t
 	}
 	if b.share != nil {
-		fails, calls := b.share.add(now)
-		return int(fails), fails >= int64(threshold) && shareLowerBound(fails, calls) >= p.ratio
+		fails, calls := b.share.Add(now)
+		return int(fails), fails >= int64(threshold) && window.LowerBound(fails, calls) >= p.ratio
 	}
-	n := b.window.add(now, int64(p.within))
+	n := b.window.Add(now, int64(p.within))
 	return n, n >= threshold
 }
 
@@ -327,7 +328,7 @@ func (b *Breaker) count(now int64, c Category) (int, bool) {
 func (b *Breaker) tripOnRate(gen uint64) {
 	b.mu.Lock()
 	now := b.bs.now()
-	calls, fails := b.rate.sum(now)
+	calls, fails := b.rate.Sum(now)
 	if g, s := unpack(b.sg.Load()); g == gen && s == StateClosed && b.bs.cfg.policy.rateTrips(calls, fails) {
 		b.toOpenLocked(now, ReasonFailures, Outcome{Category: b.lastCat}, int(fails))
 	}
@@ -337,11 +338,11 @@ func (b *Breaker) tripOnRate(gen uint64) {
 
 func (b *Breaker) clearCounts() {
 	b.consec.Store(0)
-	b.window.clear()
+	b.window.Clear()
 	if b.share != nil {
-		b.share.clear()
+		b.share.Clear()
 	}
-	b.rate.clear()
+	b.rate.Clear()
 }
 
 // openFor is the next open duration before jitter. b.mu must be held.
@@ -556,15 +557,15 @@ func (b *Breaker) Snapshot() BreakerSnapshot {
 	case policyConsecutive:
 		snap.Failures, snap.Threshold = int(b.consec.Load()), p.threshold
 	case policyFailureRate:
-		calls, f := b.rate.sum(now)
+		calls, f := b.rate.Sum(now)
 		snap.Failures = int(f)
 		snap.Threshold = max(1, int(math.Ceil(p.ratio*float64(max(calls, int64(p.minCalls))))))
 	default:
 		if b.share != nil {
-			f, _ := b.share.live(now)
+			f, _ := b.share.Live(now)
 			snap.Failures = int(f)
 		} else {
-			snap.Failures = b.window.live(now, int64(p.within))
+			snap.Failures = b.window.Live(now, int64(p.within))
 		}
 		snap.Threshold = p.tolerate + 1
 	}

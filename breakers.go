@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/breakwater-go/breakwater/internal/keyed"
+	"github.com/breakwater-go/breakwater/internal/window"
 )
 
 // Breakers is a registry of circuit breakers, one per key, created lazily on
@@ -269,12 +270,12 @@ func (bs *Breakers) newBreaker(key string) *Breaker {
 	switch p := bs.cfg.policy; p.kind {
 	case policyWindow:
 		if p.ratio > 0 {
-			b.share = newShareWindow(p.within)
+			b.share = window.NewShare(p.within)
 		} else {
-			b.window = newFailureWindow(p.tolerate, p.within)
+			b.window = window.NewFailures(p.tolerate, p.within)
 		}
 	case policyFailureRate:
-		b.rate = newRateWindow(p.within)
+		b.rate = window.NewRate(p.within)
 	}
 	return b
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/breakwater-go/breakwater/internal/window"
 )
 
 // Outlier detection and health tiers, as documented on [Failover].
@@ -61,7 +63,7 @@ type endpoint struct {
 
 	inflight atomic.Int32
 	consec   atomic.Int32
-	rate     rateWindow   // attempts and failures, for the failure rate
+	rate     window.Rate  // attempts and failures, for the failure rate
 	ejected  atomic.Bool  // by outlier detection, until a probe brings it back
 	until    atomic.Int64 // the ejection's end
 	probe    atomic.Int64 // a probe's lease: its expiry + 1; 0 when none
@@ -129,7 +131,7 @@ type endpointSet struct {
 func newEndpointSet(cfg failover, probeTTL time.Duration) *endpointSet {
 	s := &endpointSet{cfg: cfg, start: time.Now(), probeTTL: int64(orDefault(probeTTL, DefaultProbeTimeout))}
 	for i, u := range cfg.eps {
-		s.eps = append(s.eps, &endpoint{i: i, url: u, name: u.String(), key: u.String(), rate: newRateWindow(outlierWindow)})
+		s.eps = append(s.eps, &endpoint{i: i, url: u, name: u.String(), key: u.String(), rate: window.NewRate(outlierWindow)})
 	}
 	if n := len(s.eps); n >= 2 {
 		s.maxOut = max(1, int(cfg.maxEjected*float64(n)))
@@ -272,13 +274,13 @@ func (s *endpointSet) record(key string, e *endpoint, now int64, probe bool, v e
 	switch v {
 	case epSuccess:
 		e.consec.Store(0)
-		e.rate.add(now, 1, 0)
+		e.rate.Add(now, 1, 0)
 		if e.ejected.Load() && (probe || now >= e.until.Load()) {
 			s.restore(key, e, now)
 		}
 	case epFailure:
 		c := e.consec.Add(1)
-		e.rate.add(now, 1, 1)
+		e.rate.Add(now, 1, 1)
 		switch {
 		case probe:
 			s.eject(key, e, now, ReasonProbeFailed)
@@ -296,7 +298,7 @@ func (s *endpointSet) record(key string, e *endpoint, now int64, probe bool, v e
 // outlier reports whether e's failure rate over the window is well above
 // the other endpoints' (those in, pooled), both with enough attempts.
 func (s *endpointSet) outlier(e *endpoint, now int64) bool {
-	calls, fails := e.rate.sum(now)
+	calls, fails := e.rate.Sum(now)
 	if calls < outlierMinVolume || fails == 0 {
 		return false
 	}
@@ -305,7 +307,7 @@ func (s *endpointSet) outlier(e *endpoint, now int64) bool {
 		if o == e || o.ejected.Load() {
 			continue
 		}
-		c, f := o.rate.sum(now)
+		c, f := o.rate.Sum(now)
 		oc, of = oc+c, of+f
 	}
 	if oc < outlierMinVolume {
@@ -335,7 +337,7 @@ func (s *endpointSet) eject(key string, e *endpoint, now int64, why Reason) {
 	e.ejections++
 	e.period.Store(int64(d))
 	e.until.Store(now + int64(d))
-	e.rate.clear()
+	e.rate.Clear()
 	e.consec.Store(0)
 	if !again {
 		s.out++
@@ -369,7 +371,7 @@ func (s *endpointSet) snapshots(ext func(*endpoint) extState) []EndpointSnapshot
 	out := make([]EndpointSnapshot, 0, len(s.eps))
 	for _, e := range s.eps {
 		h := tierHealth[s.tier(e, now, ext(e))]
-		calls, fails := e.rate.sum(now)
+		calls, fails := e.rate.Sum(now)
 		s.mu.Lock()
 		k := e.ejections
 		s.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/breakwater-go/breakwater/internal/latency"
+	"github.com/breakwater-go/breakwater/internal/window"
 )
 
 // Hedging configures hedged requests, the cure for tail latency of "The
@@ -113,13 +114,13 @@ func hedgeable(req *http.Request, idempotentByPolicy bool) bool {
 // concurrent use; recording and spending are lock-free.
 type hedgeState struct {
 	lat   *latency.Tracker
-	w     rateWindow   // hedgeable calls and hedges sent
+	w     window.Rate  // hedgeable calls and hedges sent
 	delay atomic.Int64 // the adaptive delay last computed; 0 none yet
 	at    atomic.Int64 // when it was computed, +1; 0 never
 }
 
 func newHedgeState() *hedgeState {
-	return &hedgeState{lat: latency.New(hedgeWindow), w: newRateWindow(hedgeWindow)}
+	return &hedgeState{lat: latency.New(hedgeWindow), w: window.NewRate(hedgeWindow)}
 }
 
 // hedging returns the key's hedging state, made on first use: only keys
@@ -133,27 +134,27 @@ func (u *upstream) hedging() *hedgeState {
 }
 
 // deposit counts one hedgeable call at now.
-func (s *hedgeState) deposit(now int64) { s.w.add(now, 1, 0) }
+func (s *hedgeState) deposit(now int64) { s.w.Add(now, 1, 0) }
 
 // withdraw spends one hedge from the budget, or reports false when hedges
 // already make up ratio of the key's calls in the window.
 func (s *hedgeState) withdraw(now int64, ratio float64) bool {
-	calls, hedges := s.w.sum(now)
+	calls, hedges := s.w.Sum(now)
 	if float64(hedges+1) > ratio*float64(calls) {
 		return false
 	}
-	s.w.add(now, 0, 1)
+	s.w.Add(now, 0, 1)
 	return true
 }
 
 // room reports whether withdraw would grant a hedge now.
 func (s *hedgeState) room(now int64, ratio float64) bool {
-	calls, hedges := s.w.sum(now)
+	calls, hedges := s.w.Sum(now)
 	return float64(hedges+1) <= ratio*float64(calls)
 }
 
 // refund gives back a hedge withdrawn for a hedge that was not sent.
-func (s *hedgeState) refund(now int64) { s.w.add(now, 0, -1) }
+func (s *hedgeState) refund(now int64) { s.w.Add(now, 0, -1) }
 
 // observe records how long an attempt took to answer. Attempts that lost a
 // race are recorded at the time they were cancelled: they took at least
@@ -252,7 +253,7 @@ func (t *Transport) hedgeSnapshots() []HedgeSnapshot {
 		if s == nil {
 			return
 		}
-		calls, hedges := s.w.sum(now)
+		calls, hedges := s.w.Sum(now)
 		snap := HedgeSnapshot{Key: key, Samples: s.lat.Count(now), Calls: calls, Hedges: hedges}
 		h := *t.cfg.hedging
 		if h.q > 0 {

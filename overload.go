@@ -1,6 +1,10 @@
 package breakwater
 
-import "time"
+import (
+	"time"
+
+	"github.com/breakwater-go/breakwater/internal/window"
+)
 
 // A 503 with Retry-After asks the client to wait "before retrying the
 // request" (RFC 9110 §10.2.3): it delays that call's retry, and it says
@@ -29,40 +33,40 @@ const (
 // overload is one key's overload admission; guarded by its gate's mutex.
 // It exists while the key answered 503 with a hint within the window.
 type overload struct {
-	w         rateWindow // attempts sent, and overload answers among them
-	last      int64      // when the latest overload answer came
-	until     int64      // when the latest overload answer's hint ends
-	held      bool       // overload answers are the majority of recent attempts
-	nextProbe int64      // while held: when the next probe may go
-	lastProbe int64      // when the latest probe went
+	w         window.Rate // attempts sent, and overload answers among them
+	last      int64       // when the latest overload answer came
+	until     int64       // when the latest overload answer's hint ends
+	held      bool        // overload answers are the majority of recent attempts
+	nextProbe int64       // while held: when the next probe may go
+	lastProbe int64       // when the latest probe went
 }
 
 // newOverload starts counting at now, when an attempt sent before was
 // answered 503 with a hint.
 func newOverload(now int64) *overload {
-	o := &overload{w: newRateWindow(overloadWindow)}
-	o.w.add(now, 1, 0)
+	o := &overload{w: window.NewRate(overloadWindow)}
+	o.w.Add(now, 1, 0)
 	return o
 }
 
 // sent counts an attempt let through at now.
-func (o *overload) sent(now int64) { o.w.add(now, 1, 0) }
+func (o *overload) sent(now int64) { o.w.Add(now, 1, 0) }
 
 // answer records an answer at now, an overload one (503 with a hint that
 // ends at until) or not, and reports whether the key's hold began or ended.
 func (o *overload) answer(now int64, over bool, until int64) (began, ended bool) {
 	if over {
-		o.w.add(now, 0, 1)
+		o.w.Add(now, 0, 1)
 		o.last, o.until = now, max(o.until, until)
 	}
-	switch sent, overs := o.w.sum(now); {
+	switch sent, overs := o.w.Sum(now); {
 	case !o.held && overs >= overloadMinimum && 2*overs > sent:
 		o.held, o.nextProbe = true, now+int64(overloadProbeEvery)
 		return true, false
 	case o.held && !over:
 		// A probe got through: the host answers again.
 		o.held = false
-		o.w.clear()
+		o.w.Clear()
 		return false, true
 	}
 	return false, false

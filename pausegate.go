@@ -318,7 +318,7 @@ func (g *PauseGates) resume(key string) {
 	pg.until.Store(0)
 	if pg.over != nil {
 		pg.over.held = false
-		pg.over.w.clear()
+		pg.over.w.Clear()
 	}
 	now := g.now()
 	pg.releaseLocked(g, now, math.MinInt64/2)

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/breakwater-go/breakwater/internal/window"
 )
 
 // Defaults of the retry stage.
@@ -40,31 +42,31 @@ func hasBody(req *http.Request) bool { return req.Body != nil && req.Body != htt
 // budget caps the retries that did not help. In a storm no retry helps and
 // the cap holds; in a flap most do, and the budget is not spent on them.
 type retryBudget struct {
-	w       rateWindow // calls and retries
+	w       window.Rate // calls and retries
 	ratio   float64
 	reserve float64 // floor × window seconds
 }
 
-func newRetryBudget(ratio, floor float64, window time.Duration) *retryBudget {
-	return &retryBudget{w: newRateWindow(window), ratio: ratio, reserve: floor * window.Seconds()}
+func newRetryBudget(ratio, floor float64, within time.Duration) *retryBudget {
+	return &retryBudget{w: window.NewRate(within), ratio: ratio, reserve: floor * within.Seconds()}
 }
 
-func (b *retryBudget) deposit(now int64) { b.w.add(now, 1, 0) }
+func (b *retryBudget) deposit(now int64) { b.w.Add(now, 1, 0) }
 
 // withdraw takes one retry from the budget, or reports false.
 func (b *retryBudget) withdraw(now int64) bool {
-	calls, retries := b.w.sum(now)
+	calls, retries := b.w.Sum(now)
 	if float64(retries+1) > b.ratio*float64(calls)+b.reserve {
 		return false
 	}
-	b.w.add(now, 0, 1)
+	b.w.Add(now, 0, 1)
 	return true
 }
 
 // refund gives back a retry withdrawn at w, if the window still counts it.
 func (b *retryBudget) refund(now, w int64) {
-	if now-w < b.w.width*(rateBuckets-1) {
-		b.w.add(now, 0, -1)
+	if b.w.Holds(now, w) {
+		b.w.Add(now, 0, -1)
 	}
 }
 
