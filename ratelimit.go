@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync/atomic"
 	"time"
 
@@ -241,16 +240,6 @@ func (l *RateLimiter) wait(ctx context.Context, dl time.Time) error {
 		}
 		return ctx.Err()
 	}
-}
-
-// secondsCeil converts seconds to a Duration, rounding up to the
-// nanosecond and saturating instead of overflowing.
-func secondsCeil(s float64) time.Duration {
-	ns := math.Ceil(s * float64(time.Second))
-	if !(ns < math.MaxInt64) {
-		return math.MaxInt64
-	}
-	return time.Duration(max(0, ns))
 }
 
 // Peek reports whether a request would be admitted now and, if not, how

@@ -40,3 +40,13 @@ func fracSat(d time.Duration, f float64) time.Duration {
 	}
 	return time.Duration(x)
 }
+
+// secondsCeil converts seconds to a Duration, rounding up to the
+// nanosecond and saturating instead of overflowing.
+func secondsCeil(s float64) time.Duration {
+	ns := math.Ceil(s * float64(time.Second))
+	if !(ns < math.MaxInt64) {
+		return math.MaxInt64
+	}
+	return time.Duration(max(0, ns))
+}
