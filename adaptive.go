@@ -205,7 +205,7 @@ func (g Gradient) adaptive(initial int) (*adaptiveLimit, error) {
 
 // sample records one released slot: admitted at start (bulkhead
 // nanoseconds), released with inFlight slots held, dropped or not.
-func (a *adaptiveLimit) sample(b *Bulkhead, start int64, inFlight int, dropped bool) {
+func (a *adaptiveLimit) sample(b *bulkhead, start int64, inFlight int, dropped bool) {
 	now := b.now()
 	rtt := now - start
 	a.mu.Lock()
@@ -285,15 +285,4 @@ func (a *adaptiveLimit) updateGradient(now int64) {
 			a.limit = max(a.min, g.QueueSize(a.limit))
 		}
 	}
-}
-
-// reset sets the limit back to its initial value and forgets what was
-// learnt.
-func (a *adaptiveLimit) reset(b *Bulkhead) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.limit = a.initial
-	a.samples, a.rttN, a.drops, a.maxInFlight, a.rttSum = 0, 0, 0, 0, 0
-	a.long, a.probing, a.nextProbe = 0, false, 0
-	b.limit.Store(int64(a.limit))
 }

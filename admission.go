@@ -24,81 +24,49 @@ type limits struct {
 const minReportedWait = 50 * time.Microsecond
 
 // limitsConfig is the part of a Transport's configuration that builds its
-// limits. Later options replace earlier ones.
+// rate and concurrency limits. Later options replace earlier ones.
 type limitsConfig struct {
-	rateSet   bool
+	rateSet   bool // WithRateLimit was given
 	rateLimit rate.Limit
 	rateBurst int
-	rateOpts  []RateLimitOption
-	rate      *RateLimiters
+	rateOpts  []Option
+	rate      *RateLimiters // shared with WithRateLimiters
 
-	bulkSet   bool
+	bulkSet   bool // WithConcurrencyLimit was given
 	bulkLimit int
-	bulkOpts  []BulkheadOption
-	bulk      *Bulkheads
-
-	noPause   bool
-	pauseOpts []PauseOption
-	gates     *PauseGates
-	gatesSet  bool
-
-	pacing    bool
-	pacingSet bool // WithRateLimitHeaders was given
+	bulkOpts  []Option
+	bulk      *Bulkheads // shared with WithBulkheads
 }
 
 // WithRateLimit gives every key a token bucket of limit requests per
 // second with burst tokens; each attempt takes a token, after the breaker
-// admits it and before the concurrency limit. See [RateLimitOption] for
-// wait and reject modes. A refusal ends the call with an [*Error] matching [ErrRateLimited]
-// (category [Rejected]: never retried, not charged to the breaker).
-// [Unlimited] removes the rate limit. Default: none.
-func WithRateLimit(limit rate.Limit, burst int, opts ...RateLimitOption) Option {
-	return optionFunc(func(c *config) {
-		c.limits.rateSet, c.limits.rate = true, nil
+// admits it and before the concurrency limit. An attempt waits for its
+// token within its deadline, up to [WithMaxWait] (default 5 s; 0 refuses at
+// once). A refusal ends the call with an [*Error] matching
+// [ErrRateLimited] (category [Rejected]: never retried, not charged to the
+// breaker). opts configure the limit: [WithMaxWait], [WithKeyLimits],
+// [WithSharedLimiter]. It configures [NewTransport]. Default: none.
+func WithRateLimit(limit rate.Limit, burst int, opts ...Option) Option {
+	return transportOption("WithRateLimit", false, func(c *config) {
+		c.limits.rateSet = true
 		c.limits.rateLimit, c.limits.rateBurst, c.limits.rateOpts = limit, burst, opts
 	})
 }
 
-// WithRateLimiters shares an existing registry of token buckets (for
-// example between several Transports to one upstream); nil removes the
-// rate limit.
+// WithRateLimiters makes the Transport use rs, token buckets you built
+// (with [NewRateLimiters]) and may share, for example between several
+// Transports to one upstream, instead of a rate limit of its own. It
+// configures [NewTransport].
 func WithRateLimiters(rs *RateLimiters) Option {
-	return optionFunc(func(c *config) { c.limits.rateSet, c.limits.rate = false, rs })
-}
-
-// WithPauseGate configures the pause gate, which is on by default (see
-// [PauseGates]): a 429 with a hint pauses its key, 503s with a hint hold
-// it only while they answer most of its attempts, and later attempts to
-// the key wait for their turn when their deadline allows it, or fail at
-// once with an [*Error] matching [ErrPaused] (category [Rejected]). The pause is capped by
-// [WithMaxPause], by default the [WithMaxRetryAfter] value.
-func WithPauseGate(opts ...PauseOption) Option {
-	return optionFunc(func(c *config) {
-		c.limits.noPause, c.limits.gatesSet, c.limits.gates = false, false, nil
-		c.limits.pauseOpts = append(c.limits.pauseOpts, opts...)
+	return option(func(s *settings) {
+		if rs == nil {
+			s.fail("WithRateLimiters(nil): leave the option out for no rate limit")
+			return
+		}
+		if c := s.forTransport("WithRateLimiters", false); c != nil {
+			c.limits.rate = rs
+		}
 	})
-}
-
-// WithPauseGates shares an existing set of pause gates; nil removes the
-// pause gate.
-func WithPauseGates(g *PauseGates) Option {
-	return optionFunc(func(c *config) { c.limits.noPause, c.limits.gatesSet, c.limits.gates = g == nil, g != nil, g })
-}
-
-// WithoutPauseGate removes the pause gate: throttled responses are still
-// retried no earlier than their hint, but other calls are not held.
-func WithoutPauseGate() Option {
-	return optionFunc(func(c *config) { c.limits.noPause, c.limits.gatesSet, c.limits.gates = true, false, nil })
-}
-
-// WithRateLimitHeaders, when on, paces calls on the rate limit fields of
-// every response (see [ParseQuotaReset]): when the upstream says the
-// quota is spent until T, the key is paused until T through the pause
-// gate (under the same cap as a Retry-After, [WithMaxRetryAfter]), so the
-// next call waits instead of being answered 429. It needs the pause gate.
-// Default: on, and off without the pause gate.
-func WithRateLimitHeaders(on bool) Option {
-	return optionFunc(func(c *config) { c.limits.pacing, c.limits.pacingSet = on, true })
 }
 
 // WithConcurrencyLimit gives every key a bulkhead of limit slots; each
@@ -106,56 +74,79 @@ func WithRateLimitHeaders(on bool) Option {
 // until its response body is closed or read to the end, or until the
 // attempt's context ends (the attempt timeout, the call timeout or the
 // caller's cancellation), whichever comes first. No slot is held while
-// backing off between attempts. A refusal ends the call with an
-// [*Error] matching [ErrConcurrencyLimit] (category [Rejected]: never retried, not charged to
-// the breaker). Default: none.
-func WithConcurrencyLimit(limit int, opts ...BulkheadOption) Option {
-	return optionFunc(func(c *config) {
-		c.limits.bulkSet, c.limits.bulk = true, nil
+// backing off between attempts. An attempt that finds every slot taken
+// waits for one, in arrival order, within its deadline and up to
+// [WithMaxWait] (default 0: refused at once). A refusal ends the call
+// with an [*Error] matching [ErrConcurrencyLimit] (category [Rejected]:
+// never retried, not charged to the breaker). opts configure the limit:
+// [WithMaxWait], [WithMaxQueue], [WithAdaptiveLimit], [WithKeyLimits]. It
+// configures [NewTransport]. Default: none.
+func WithConcurrencyLimit(limit int, opts ...Option) Option {
+	return transportOption("WithConcurrencyLimit", false, func(c *config) {
+		c.limits.bulkSet = true
 		c.limits.bulkLimit, c.limits.bulkOpts = limit, opts
 	})
 }
 
-// WithBulkheads shares an existing registry of bulkheads (for example
-// between a Transport and inbound middleware guarding the same upstream);
-// nil removes the concurrency limit.
+// WithBulkheads makes the Transport use bs, bulkheads you built (with
+// [NewBulkheads]) and may share, for example between a Transport and
+// inbound middleware guarding the same upstream, instead of a concurrency
+// limit of its own. It configures [NewTransport].
 func WithBulkheads(bs *Bulkheads) Option {
-	return optionFunc(func(c *config) { c.limits.bulkSet, c.limits.bulk = false, bs })
+	return option(func(s *settings) {
+		if bs == nil {
+			s.fail("WithBulkheads(nil): leave the option out for no concurrency limit")
+			return
+		}
+		if c := s.forTransport("WithBulkheads", false); c != nil {
+			c.limits.bulk = bs
+		}
+	})
 }
 
-// build makes the limits of a Transport whose key bounds and longest
-// Retry-After are given.
-func (lc *limitsConfig) build(maxKeys int, idleTTL, maxRetryAfter time.Duration) (limits, error) {
+// buildLimits makes the admission stages of the Transport: its pause gate,
+// rate limit and concurrency limit, each its own (with the Transport's key
+// bounds and waits under its own options) or shared.
+func (c *config) buildLimits() (limits, error) {
 	var l limits
 	var errs []error
-	if lc.rateSet {
-		rs, err := newRateLimiters(lc.rateLimit, lc.rateBurst, []RateLimitOption{WithRateLimitKeys(maxKeys, idleTTL)}, lc.rateOpts)
+	switch {
+	case c.gates != nil:
+		l.gates = c.gates
+	case !c.noPause:
+		pc := c.pause
+		pc.maxKeys, pc.idleTTL = c.maxKeys, c.idleTTL
+		pc.maxPause = orDefault(c.maxRetryAfter, defaultMaxRetryAfter)
+		if c.bus != nil {
+			pc.bus = c.bus
+		}
+		g, err := buildPauseGates(pc)
+		errs = append(errs, err)
+		l.gates = g
+	}
+	if lc := &c.limits; lc.rateSet {
+		rc := newRateLimitConfig(lc.rateLimit, lc.rateBurst)
+		rc.maxKeys, rc.idleTTL = c.maxKeys, c.idleTTL
+		s := settings{to: "WithRateLimit", rate: &rc}
+		s.applyOptions(lc.rateOpts)
+		rs, err := buildRateLimiters(rc, s.errs)
 		errs = append(errs, err)
 		l.rate = rs
 	} else {
 		l.rate = lc.rate
 	}
-	if lc.bulkSet {
-		bs, err := newBulkheads(lc.bulkLimit, []BulkheadOption{WithBulkheadKeys(maxKeys, idleTTL)}, lc.bulkOpts)
+	if lc := &c.limits; lc.bulkSet {
+		bc := newBulkheadConfig(lc.bulkLimit)
+		bc.maxKeys, bc.idleTTL = c.maxKeys, c.idleTTL
+		s := settings{to: "WithConcurrencyLimit", bulk: &bc}
+		s.applyOptions(lc.bulkOpts)
+		bs, err := buildBulkheads(bc, s.errs)
 		errs = append(errs, err)
 		l.bulk = bs
 	} else {
 		l.bulk = lc.bulk
 	}
-	switch {
-	case lc.noPause:
-	case lc.gatesSet:
-		l.gates = lc.gates
-	default:
-		defaults := []PauseOption{WithPauseKeys(maxKeys, idleTTL), WithMaxPause(orDefault(maxRetryAfter, DefaultMaxRetryAfter))}
-		g, err := newPauseGates(defaults, lc.pauseOpts)
-		errs = append(errs, err)
-		l.gates = g
-	}
-	if lc.pacing && lc.pacingSet && l.gates == nil {
-		errs = append(errs, errors.New("breakwater: WithRateLimitHeaders needs the pause gate"))
-	}
-	l.pacing = lc.pacing && l.gates != nil
+	l.pacing = l.gates != nil && l.gates.cfg.pacing
 	return l, errors.Join(errs...)
 }
 
@@ -239,10 +230,11 @@ func (l *limits) observe(c *call, resp *http.Response, o Outcome) {
 // attempt's slot what an adaptive limit should learn from it.
 func (l *limits) observeKey(key string, slot *Slot, resp *http.Response, o Outcome) {
 	if l.gates != nil {
-		l.gates.Observe(key, o)
-		if l.pacing && resp != nil {
-			l.gates.ObserveHeaders(key, resp.Header)
+		var h http.Header
+		if resp != nil {
+			h = resp.Header
 		}
+		l.gates.Observe(key, o, h)
 	}
 	slot.judge(o)
 }

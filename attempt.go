@@ -11,7 +11,7 @@ func release(cancel context.CancelFunc, p Permit) {
 	if cancel != nil {
 		cancel()
 	}
-	p.Release()
+	p.release()
 }
 
 func (c *call) closeBody() {
@@ -101,7 +101,7 @@ func (t *Transport) admit(c *call, dl time.Time, racing bool) (r attemptResult, 
 	}
 	// Pause gate, rate limit and bulkhead: waits and refusals per attempt.
 	if err = t.limits.admit(c, dl); err != nil {
-		permit.Release()
+		permit.release()
 		t.unprobe(&r)
 		if !c.sent {
 			c.closeBody()
@@ -113,7 +113,7 @@ func (t *Transport) admit(c *call, dl time.Time, racing bool) (r attemptResult, 
 	if (c.attempts > 1 || racing && c.sent) && hasBody(c.req) {
 		body, err := c.req.GetBody()
 		if err != nil {
-			permit.Release()
+			permit.release()
 			t.unprobe(&r)
 			c.slot.Ignore() // no attempt was made: nothing for an adaptive limit to learn
 			r.err, r.o = err, Outcome{Category: Rejected}

@@ -9,15 +9,16 @@ import (
 // A Backoff chooses the wait before retry n: n is 1 for the wait after the
 // first attempt, and prev is the wait it chose for n-1 (0 when n is 1).
 // Implementations must be safe for concurrent use. A Backoff whose waits
-// are random may also implement [BoundedBackoff], so that
+// are random may also have a method MaxDelay(n int, prev time.Duration)
+// time.Duration that returns the largest wait Delay may choose, so that
 // [Transport.Explain], [Transport.Simulate] and the automatic breaker
-// window use its largest waits instead of estimating them.
+// window use its largest waits instead of estimating them by drawing.
 type Backoff interface {
 	Delay(n int, prev time.Duration) time.Duration
 }
 
-// BoundedBackoff is a [Backoff] that knows the largest wait it may choose.
-type BoundedBackoff interface {
+// boundedBackoff is a [Backoff] that knows the largest wait it may choose.
+type boundedBackoff interface {
 	Backoff
 	MaxDelay(n int, prev time.Duration) time.Duration
 }
@@ -30,7 +31,7 @@ func (f BackoffFunc) Delay(n int, prev time.Duration) time.Duration { return f(n
 
 // ExponentialJitter is exponential backoff with full jitter, the default:
 // a uniformly random wait in [0, min(limit, base·2^(n-1))].
-func ExponentialJitter(base, limit time.Duration) BoundedBackoff {
+func ExponentialJitter(base, limit time.Duration) Backoff {
 	return fullJitter{exponential{base, limit}}
 }
 
@@ -46,9 +47,6 @@ func (j fullJitter) Delay(n int, prev time.Duration) time.Duration {
 func (j fullJitter) MaxDelay(n int, prev time.Duration) time.Duration {
 	return j.exponential.Delay(n, prev)
 }
-
-// Exponential waits base·2^(n-1), capped at limit, without jitter.
-func Exponential(base, limit time.Duration) Backoff { return exponential{base, limit} }
 
 type exponential struct{ base, limit time.Duration }
 
@@ -75,7 +73,7 @@ func Linear(base, step, limit time.Duration) Backoff {
 // DecorrelatedJitter waits a random time in [base, 3·prev] capped at limit
 // (prev taken as base for the first retry), which spreads competing clients
 // apart while still growing.
-func DecorrelatedJitter(base, limit time.Duration) BoundedBackoff {
+func DecorrelatedJitter(base, limit time.Duration) Backoff {
 	return decorrelated{base, limit}
 }
 

@@ -23,9 +23,6 @@ func TestBackoffSequences(t *testing.T) {
 		got  []time.Duration
 		want []time.Duration
 	}{
-		{"exponential", seq(bw.Exponential(100*ms, time.Hour), 5), []time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms, 1600 * ms}},
-		{"exponential capped", seq(bw.Exponential(10*ms, 50*ms), 6), []time.Duration{10 * ms, 20 * ms, 40 * ms, 50 * ms, 50 * ms, 50 * ms}},
-		{"exponential base 0", seq(bw.Exponential(0, time.Second), 3), []time.Duration{0, 0, 0}},
 		{"linear", seq(bw.Linear(100*ms, 50*ms, time.Hour), 5), []time.Duration{100 * ms, 150 * ms, 200 * ms, 250 * ms, 300 * ms}},
 		{"linear capped", seq(bw.Linear(100*ms, 100*ms, 250*ms), 3), []time.Duration{100 * ms, 200 * ms, 250 * ms}},
 		{"constant", seq(bw.Constant(7*ms), 3), []time.Duration{7 * ms, 7 * ms, 7 * ms}},

@@ -36,14 +36,14 @@ type releaser struct {
 }
 
 func (r *releaser) empty() bool {
-	return r.cancel == nil && r.permit.lease == 0 && !r.slot.Held() && r.ep == nil
+	return r.cancel == nil && r.permit.lease == 0 && !r.slot.held() && r.ep == nil
 }
 
 func (r *releaser) run() {
 	if r.cancel != nil {
 		r.cancel()
 	}
-	r.permit.Release()
+	r.permit.release()
 	r.slot.release()
 	if r.ep != nil {
 		r.ep.end()
@@ -64,7 +64,7 @@ func track(ctx context.Context, resp *http.Response, r releaser) {
 		return
 	}
 	tb := &trackedBody{rc: resp.Body, ctx: ctx, release: r}
-	if r.slot.Held() && ctx.Done() != nil {
+	if r.slot.held() && ctx.Done() != nil {
 		// A body nobody closes must not hold its concurrency slot past
 		// the attempt: give it back when the attempt's context ends.
 		tb.stop = context.AfterFunc(ctx, tb.expire)

@@ -14,11 +14,11 @@ import (
 // the concurrency slot held.
 func TestCloseWaitsForAnExpiryInProgress(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		bh, err := NewBulkhead(1)
+		bh, err := NewBulkheads(1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		slot, err := bh.Acquire(context.Background())
+		slot, err := bh.Acquire(context.Background(), "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,13 +37,22 @@ func TestCloseWaitsForAnExpiryInProgress(t *testing.T) {
 		synctest.Wait()
 		select {
 		case <-closed:
-			t.Fatalf("Close returned while the release was under way (%d slot held)", bh.InFlight())
+			t.Fatalf("Close returned while the release was under way (%d slot held)", inFlightOf(bh))
 		default:
 		}
 		close(unblock)
 		<-closed
-		if n := bh.InFlight(); n != 0 {
+		if n := inFlightOf(bh); n != 0 {
 			t.Fatalf("%d slot held after Close", n)
 		}
 	})
+}
+
+// inFlightOf reports the slots held of the bulkhead of key "".
+func inFlightOf(bs *Bulkheads) int {
+	b, ok := bs.m.Lookup("")
+	if !ok {
+		return 0
+	}
+	return b.snapshot().InFlight
 }

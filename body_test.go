@@ -75,7 +75,7 @@ func TestBodilessResponsesHoldNothing(t *testing.T) {
 		t.Run(name+"/probe lease", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				base, _, req := setup(t, c)
-				tr := newTransport(t, base, bw.WithBreaker(bw.WithHalfOpen(1, 2)))
+				tr := newTransport(t, base, bw.WithHalfOpen(1, 2))
 				tr.Breakers().Get(upstreamKey).Trip(time.Second)
 				time.Sleep(time.Second)
 				for i := 1; i <= 2; i++ {
@@ -118,7 +118,7 @@ func TestProbeLeaseEndsWithTheBody(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{})
 		tr := newTransport(t, u.Transport(), bw.WithCallTimeout(0), bw.WithAttemptTimeout(0),
-			bw.WithBreaker(bw.WithHalfOpen(1, 2)))
+			bw.WithHalfOpen(1, 2))
 		tr.Breakers().Get(upstreamKey).Trip(time.Second)
 		time.Sleep(time.Second)
 		req, _ := http.NewRequest(http.MethodGet, breakwatertest.PipeURL+"/", nil)

@@ -59,14 +59,6 @@ func pack(gen uint64, s State) uint64 { return gen<<2 | uint64(s) }
 
 func unpack(v uint64) (uint64, State) { return v >> 2, State(v & 3) }
 
-// Key returns the breaker's key.
-func (b *Breaker) Key() string {
-	if b == nil {
-		return ""
-	}
-	return b.key
-}
-
 // weigh tells the registry what evicting the breaker would lose (see
 // [keyed.Map]): an open or half-open breaker must not be lost (nor may the
 // observers that follow its transitions miss its closing); a closed one
@@ -80,17 +72,17 @@ func (b *Breaker) weigh(time.Time) keyed.Keep {
 	if b.consec.Load() > 0 {
 		return keyed.Soft
 	}
-	if f := b.lastFail.Load(); f != 0 && t-f < int64(max(b.bs.cfg.policy.within, DefaultWindowWithin)) {
+	if f := b.lastFail.Load(); f != 0 && t-f < int64(max(b.bs.cfg.policy.within, defaultWindowWithin)) {
 		return keyed.Soft
 	}
 	return keyed.None
 }
 
 // A Permit is one admission by a breaker. Report the attempt's outcome with
-// [Permit.Record] and give back a half-open probe lease with
-// [Permit.Release] when the attempt is over (its response body closed);
-// [Permit.Done] does both. Outcomes reported after the breaker changed state
-// (a stale generation) change nothing. The zero Permit ignores everything.
+// [Permit.Done] when it is over (its response body closed): it counts the
+// outcome and gives back a half-open probe's lease. Outcomes reported after
+// the breaker changed state (a stale generation) change nothing. The zero
+// Permit ignores everything.
 type Permit struct {
 	b     *Breaker
 	gen   uint64
@@ -98,8 +90,8 @@ type Permit struct {
 	slot  int32
 }
 
-// Probe reports whether the permit holds a half-open probe lease.
-func (p Permit) Probe() bool { return p.lease != 0 }
+// probe reports whether the permit holds a half-open probe lease.
+func (p Permit) probe() bool { return p.lease != 0 }
 
 // Allow admits one attempt or rejects it with an [*Error] matching
 // [ErrCircuitOpen] (open, or a fault injected), and also [ErrHalfOpenBusy]
@@ -126,7 +118,7 @@ func (b *Breaker) Allow() (Permit, error) {
 }
 
 func (b *Breaker) reject(err *Error) (Permit, error) {
-	if b.bs.cfg.mode == ModeShadow {
+	if b.bs.cfg.mode == modeShadow {
 		b.shadowRejects.Add(1)
 		return Permit{}, nil
 	}
@@ -179,10 +171,10 @@ func (b *Breaker) admitProbe() (Permit, error) {
 	return p, nil
 }
 
-// Record reports the outcome of the permit's attempt: successes and failures
-// as the breaker's options judge o.Category, neutral outcomes ignored. It
-// does not release a probe lease; see [Permit.Release].
-func (p Permit) Record(o Outcome) {
+// record reports the outcome of the permit's attempt: successes and
+// failures as the breaker's options judge o.Category, neutral outcomes
+// ignored. It does not release a probe lease; see release.
+func (p Permit) record(o Outcome) {
 	b := p.b
 	if b == nil {
 		return
@@ -195,9 +187,9 @@ func (p Permit) Record(o Outcome) {
 	}
 }
 
-// Release gives back the permit's probe lease, if it holds one. It is safe
+// release gives back the permit's probe lease, if it holds one. It is safe
 // to call more than once.
-func (p Permit) Release() {
+func (p Permit) release() {
 	if p.lease == 0 {
 		return
 	}
@@ -209,10 +201,13 @@ func (p Permit) Release() {
 	b.mu.Unlock()
 }
 
-// Done records o and releases the permit.
+// Done reports the outcome of the permit's attempt, successes and failures
+// as the breaker's options judge o.Category (neutral outcomes are
+// ignored), and gives back a half-open probe's lease. Call it once, when
+// the attempt is over.
 func (p Permit) Done(o Outcome) {
-	p.Record(o)
-	p.Release()
+	p.record(o)
+	p.release()
 }
 
 // succeed records a success admitted under generation gen; oob marks an
@@ -472,11 +467,11 @@ func (b *Breaker) reset(reason Reason) {
 	b.bs.flush()
 }
 
-// Melt records an out-of-band failure of category c (a failure category
+// RecordFailure records an out-of-band failure of category c (a failure category
 // such as [ServerError] unless the options count others). It counts exactly
 // like a failing call: closed, it adds to the policy's count; half-open, it
 // reopens; open, it changes nothing.
-func (b *Breaker) Melt(c Category) {
+func (b *Breaker) RecordFailure(c Category) {
 	if b == nil || b.bs.cfg.judge(c) != failure {
 		return
 	}

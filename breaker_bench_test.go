@@ -56,7 +56,7 @@ func BenchmarkBreakerRegistryClosedSuccess(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			p, _ := bs.Allow("api.example.com:443")
+			p, _ := bs.Get("api.example.com:443").Allow()
 			p.Done(ok)
 		}
 	})

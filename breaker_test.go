@@ -3,6 +3,8 @@ package breakwater_test
 import (
 	"errors"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,7 +21,7 @@ var (
 	timeout = bw.Outcome{Category: bw.Timeout}
 )
 
-func newBreakers(t *testing.T, opts ...bw.BreakerOption) *bw.Breakers {
+func newBreakers(t *testing.T, opts ...bw.Option) *bw.Breakers {
 	t.Helper()
 	bs, err := bw.NewBreakers(opts...)
 	if err != nil {
@@ -30,7 +32,7 @@ func newBreakers(t *testing.T, opts ...bw.BreakerOption) *bw.Breakers {
 
 // call admits one attempt on key and records o, returning the admission error.
 func call(bs *bw.Breakers, key string, o bw.Outcome) error {
-	p, err := bs.Allow(key)
+	p, err := bs.Get(key).Allow()
 	if err != nil {
 		return err
 	}
@@ -45,7 +47,7 @@ func TestWindowOpensOnToleratePlusOne(t *testing.T) {
 			if err := call(bs, "k", fail); err != nil {
 				t.Fatalf("failure %d rejected: %v", i, err)
 			}
-			if s := bs.State("k"); s != bw.StateClosed {
+			if s := bs.Get("k").State(); s != bw.StateClosed {
 				t.Fatalf("after failure %d state = %s, want closed", i, s)
 			}
 			time.Sleep(time.Second)
@@ -53,7 +55,7 @@ func TestWindowOpensOnToleratePlusOne(t *testing.T) {
 		if err := call(bs, "k", fail); err != nil {
 			t.Fatalf("11th failure rejected: %v", err)
 		}
-		if s := bs.State("k"); s != bw.StateOpen {
+		if s := bs.Get("k").State(); s != bw.StateOpen {
 			t.Fatalf("after 11th failure state = %s, want open", s)
 		}
 		err := call(bs, "k", ok)
@@ -76,9 +78,9 @@ func TestWindowIsStrictAndSliding(t *testing.T) {
 			if i > 0 {
 				time.Sleep(30 * time.Second)
 			}
-			bs.Melt("k", bw.ServerError)
+			bs.Get("k").RecordFailure(bw.ServerError)
 		}
-		if s, _ := bs.Snapshot("k"); s.State != bw.StateClosed || s.Failures != 3 {
+		if s, _ := breakerOf(bs, "k"); s.State != bw.StateClosed || s.Failures != 3 {
 			t.Fatalf("state %s with %d failures, want closed with 3", s.State, s.Failures)
 		}
 	})
@@ -87,23 +89,23 @@ func TestWindowIsStrictAndSliding(t *testing.T) {
 func TestMeltAndReset(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bs := newBreakers(t, bw.WithPolicy(bw.Window(2, time.Minute)))
-		bs.Melt("k", bw.ServerError)
-		bs.Melt("k", bw.ServerError)
-		if !bs.Available("k") || bs.Blown("k") {
+		bs.Get("k").RecordFailure(bw.ServerError)
+		bs.Get("k").RecordFailure(bw.ServerError)
+		if !available(bs, "k") || blown(bs, "k") {
 			t.Fatal("open after 2 melts with tolerate 2")
 		}
-		bs.Melt("k", bw.ServerError)
-		if bs.Available("k") || !bs.Blown("k") {
+		bs.Get("k").RecordFailure(bw.ServerError)
+		if available(bs, "k") || !blown(bs, "k") {
 			t.Fatal("closed after 3 melts with tolerate 2")
 		}
-		bs.Reset("k")
-		if !bs.Available("k") || bs.Blown("k") {
+		bs.Get("k").Reset()
+		if !available(bs, "k") || blown(bs, "k") {
 			t.Fatal("not available after reset")
 		}
-		bs.Melt("k", bw.ClientError) // not a failure: ignored
-		bs.Melt("k", bw.ServerError)
-		bs.Melt("k", bw.ServerError)
-		if !bs.Available("k") {
+		bs.Get("k").RecordFailure(bw.ClientError) // not a failure: ignored
+		bs.Get("k").RecordFailure(bw.ServerError)
+		bs.Get("k").RecordFailure(bw.ServerError)
+		if !available(bs, "k") {
 			t.Fatal("reset did not forget the earlier melts")
 		}
 	})
@@ -115,11 +117,11 @@ func TestConsecutive(t *testing.T) {
 		for i := 1; i <= 4; i++ {
 			call(bs, "k", fail)
 		}
-		if bs.State("k") != bw.StateClosed {
+		if bs.Get("k").State() != bw.StateClosed {
 			t.Fatal("open after 4 consecutive failures, threshold 5")
 		}
 		call(bs, "k", fail)
-		if bs.State("k") != bw.StateOpen {
+		if bs.Get("k").State() != bw.StateOpen {
 			t.Fatal("closed after 5 consecutive failures")
 		}
 	})
@@ -132,7 +134,7 @@ func TestConsecutive(t *testing.T) {
 		for range 4 {
 			call(bs, "k", fail)
 		}
-		if bs.State("k") != bw.StateClosed {
+		if bs.Get("k").State() != bw.StateClosed {
 			t.Fatal("a success did not reset the consecutive count")
 		}
 	})
@@ -140,11 +142,11 @@ func TestConsecutive(t *testing.T) {
 		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(5).WithCategoryThreshold(bw.Timeout, 2)))
 		call(bs, "k", fail)
 		call(bs, "k", fail)
-		if bs.State("k") != bw.StateClosed {
+		if bs.Get("k").State() != bw.StateClosed {
 			t.Fatal("open after two server errors")
 		}
 		call(bs, "k", timeout)
-		if bs.State("k") != bw.StateOpen {
+		if bs.Get("k").State() != bw.StateOpen {
 			t.Fatal("server, server, timeout did not open with a timeout threshold of 2")
 		}
 	})
@@ -154,7 +156,7 @@ func TestConsecutive(t *testing.T) {
 		for _, c := range []bw.Category{bw.Canceled, bw.Rejected, bw.Throttled, bw.Unsupported} {
 			call(bs, "k", bw.Outcome{Category: c})
 		}
-		if s, _ := bs.Snapshot("k"); s.Failures != 1 || s.State != bw.StateClosed {
+		if s, _ := breakerOf(bs, "k"); s.Failures != 1 || s.State != bw.StateClosed {
 			t.Fatalf("neutral outcomes moved the count: %+v", s)
 		}
 	})
@@ -167,22 +169,22 @@ func TestFailureRate(t *testing.T) {
 			call(bs, "k", ok)
 			call(bs, "k", fail)
 		}
-		if bs.State("k") != bw.StateClosed {
+		if bs.Get("k").State() != bw.StateClosed {
 			t.Fatal("opened below the minimum number of calls")
 		}
 		call(bs, "k", ok)
 		call(bs, "k", fail) // 10 calls, 5 failures
-		if bs.State("k") != bw.StateOpen {
+		if bs.Get("k").State() != bw.StateOpen {
 			t.Fatal("50% failures over 10 calls did not open")
 		}
 		// Old outcomes leave the window.
-		bs.Reset("k")
+		bs.Get("k").Reset()
 		for range 9 {
 			call(bs, "k", fail)
 		}
 		time.Sleep(11 * time.Second)
 		call(bs, "k", fail)
-		if bs.State("k") != bw.StateClosed {
+		if bs.Get("k").State() != bw.StateClosed {
 			t.Fatal("failures older than the window were counted")
 		}
 	})
@@ -200,8 +202,8 @@ func TestWindowWithRatio(t *testing.T) {
 				call(bs, "k", ok)
 			}
 			for i := 1; i <= 11; i++ {
-				if call(bs, "k", fail) != nil || (bs.State("k") == bw.StateOpen) != (i == 11) {
-					t.Fatalf("after %d failing calls the breaker is %s", i, bs.State("k"))
+				if call(bs, "k", fail) != nil || (bs.Get("k").State() == bw.StateOpen) != (i == 11) {
+					t.Fatalf("after %d failing calls the breaker is %s", i, bs.Get("k").State())
 				}
 			}
 		})
@@ -210,8 +212,8 @@ func TestWindowWithRatio(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			bs := newBreakers(t)
 			for i := 1; i <= 5; i++ {
-				if call(bs, "k", timeout) != nil || (bs.State("k") == bw.StateOpen) != (i == 5) {
-					t.Fatalf("after %d timeouts the breaker is %s", i, bs.State("k"))
+				if call(bs, "k", timeout) != nil || (bs.Get("k").State() == bw.StateOpen) != (i == 5) {
+					t.Fatalf("after %d timeouts the breaker is %s", i, bs.Get("k").State())
 				}
 			}
 		})
@@ -241,14 +243,14 @@ func TestWindowWithRatio(t *testing.T) {
 			for range 10 {
 				call(bs, "k", fail)
 			}
-			if s, _ := bs.Snapshot("k"); s.State != bw.StateClosed || s.Failures != 11 {
+			if s, _ := breakerOf(bs, "k"); s.State != bw.StateClosed || s.Failures != 11 {
 				t.Fatalf("11 failures of 111 calls: %+v", s)
 			}
 			time.Sleep(11 * time.Second) // all of them leave the window
 			for i := 1; i <= 11; i++ {
 				call(bs, "k", fail)
 			}
-			if s := bs.State("k"); s != bw.StateOpen {
+			if s := bs.Get("k").State(); s != bw.StateOpen {
 				t.Fatalf("11 failures of the 11 calls since the window emptied: %s", s)
 			}
 		})
@@ -273,10 +275,10 @@ func TestFailureRateChecksAfterSuccesses(t *testing.T) {
 			call(bs, "k", fail)
 		}
 		call(bs, "k", ok) // 10 calls, 90 % failing
-		if s := bs.State("k"); s != bw.StateOpen {
+		if s := bs.Get("k").State(); s != bw.StateOpen {
 			t.Fatalf("9 failures of 10 calls, minCalls 10: %s, want open", s)
 		}
-		if snap, _ := bs.Snapshot("k"); snap.LastFailure != "server_error" {
+		if snap, _ := breakerOf(bs, "k"); snap.LastFailure != "server_error" {
 			t.Fatalf("%+v", snap)
 		}
 	})
@@ -285,7 +287,7 @@ func TestFailureRateChecksAfterSuccesses(t *testing.T) {
 // openFor returns how long k stays open right after it opened.
 func openFor(t *testing.T, bs *bw.Breakers, k string) time.Duration {
 	t.Helper()
-	s, _ := bs.Snapshot(k)
+	s, _ := breakerOf(bs, k)
 	if s.State != bw.StateOpen {
 		t.Fatalf("state %s, want open", s.State)
 	}
@@ -329,21 +331,21 @@ func TestHalfOpen(t *testing.T) {
 		call(bs, "k", fail)
 		time.Sleep(5 * time.Second)
 
-		p1, err := bs.Allow("k")
-		if err != nil || !p1.Probe() {
-			t.Fatalf("first probe: %v (probe %v)", err, p1.Probe())
+		p1, err := bs.Get("k").Allow()
+		if s := bs.Get("k").Snapshot(); err != nil || s.ProbesInFlight != 1 {
+			t.Fatalf("first probe: %v (%d probes in flight)", err, s.ProbesInFlight)
 		}
-		if _, err := bs.Allow("k"); !errors.Is(err, bw.ErrHalfOpenBusy) {
+		if _, err := bs.Get("k").Allow(); !errors.Is(err, bw.ErrHalfOpenBusy) {
 			t.Fatalf("second concurrent probe: %v, want ErrHalfOpenBusy", err)
 		}
 		p1.Done(ok)
-		if bs.State("k") != bw.StateHalfOpen {
+		if bs.Get("k").State() != bw.StateHalfOpen {
 			t.Fatal("one success closed it; two are needed")
 		}
 		if err := call(bs, "k", ok); err != nil {
 			t.Fatal(err)
 		}
-		if bs.State("k") != bw.StateClosed {
+		if bs.Get("k").State() != bw.StateClosed {
 			t.Fatal("two sequential successes did not close it")
 		}
 
@@ -361,24 +363,24 @@ func TestHalfOpen(t *testing.T) {
 func TestStaleOutcomeChangesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)))
-		old, _ := bs.Allow("k")
-		bs.Trip("k", time.Second)
-		bs.Reset("k")
+		old, _ := bs.Get("k").Allow()
+		bs.Get("k").Trip(time.Second)
+		bs.Get("k").Reset()
 		old.Done(fail) // admitted before the trip and the reset
-		if bs.State("k") != bw.StateClosed {
+		if bs.Get("k").State() != bw.StateClosed {
 			t.Fatal("a stale failure reopened the breaker")
 		}
 		// A stale probe only releases its lease.
-		bs.Trip("k", time.Second)
+		bs.Get("k").Trip(time.Second)
 		time.Sleep(time.Second)
-		probe, err := bs.Allow("k")
+		probe, err := bs.Get("k").Allow()
 		if err != nil {
 			t.Fatal(err)
 		}
-		bs.Trip("k", time.Second)
+		bs.Get("k").Trip(time.Second)
 		time.Sleep(time.Second)
 		probe.Done(ok)
-		if s, _ := bs.Snapshot("k"); s.State != bw.StateHalfOpen || s.ProbeSuccesses != 0 {
+		if s, _ := breakerOf(bs, "k"); s.State != bw.StateHalfOpen || s.ProbeSuccesses != 0 {
 			t.Fatalf("stale probe success counted: %+v", s)
 		}
 	})
@@ -389,20 +391,20 @@ func TestLeakedProbeIsReclaimed(t *testing.T) {
 		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)), bw.WithOpenJitter(0), bw.WithProbeTimeout(2*time.Second))
 		call(bs, "k", fail)
 		time.Sleep(5 * time.Second)
-		leaked, err := bs.Allow("k") // never reported
+		leaked, err := bs.Get("k").Allow() // never reported
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := bs.Allow("k"); !errors.Is(err, bw.ErrHalfOpenBusy) {
+		if _, err := bs.Get("k").Allow(); !errors.Is(err, bw.ErrHalfOpenBusy) {
 			t.Fatalf("%v, want busy", err)
 		}
 		time.Sleep(2 * time.Second)
-		p, err := bs.Allow("k")
+		p, err := bs.Get("k").Allow()
 		if err != nil {
 			t.Fatalf("lease not reclaimed after the probe timeout: %v", err)
 		}
-		leaked.Release() // the old lease must not free the new one
-		if _, err := bs.Allow("k"); !errors.Is(err, bw.ErrHalfOpenBusy) {
+		leaked.Done(bw.Outcome{Category: bw.Canceled}) // the old lease must not free the new one
+		if _, err := bs.Get("k").Allow(); !errors.Is(err, bw.ErrHalfOpenBusy) {
 			t.Fatalf("a reclaimed lease released the new probe's slot: %v", err)
 		}
 		p.Done(ok)
@@ -411,14 +413,14 @@ func TestLeakedProbeIsReclaimed(t *testing.T) {
 
 func TestThrottledOpenLastsTheHint(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)), bw.WithCountThrottled(true), bw.WithOpenJitter(0))
+		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)), bw.WithCountAsFailure(bw.Throttled), bw.WithOpenJitter(0))
 		call(bs, "k", bw.Outcome{Category: bw.Throttled, Status: 429, RetryAfter: 30 * time.Second, HasRetryAfter: true})
 		if d := openFor(t, bs, "k"); d != 30*time.Second {
 			t.Fatalf("opened for %s, want the 30s hint", d)
 		}
 		time.Sleep(30 * time.Second)
 		call(bs, "k", ok)
-		if bs.State("k") != bw.StateClosed {
+		if bs.Get("k").State() != bw.StateClosed {
 			t.Fatal("a throttle-opened breaker needs one success to close")
 		}
 		// Capped by the maximum open timeout.
@@ -433,13 +435,13 @@ func TestAuthErrorsCountOnlyWhenAsked(t *testing.T) {
 	auth := bw.Outcome{Category: bw.AuthError, Status: 401}
 	bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)))
 	call(bs, "k", auth)
-	if bs.State("k") != bw.StateClosed {
+	if bs.Get("k").State() != bw.StateClosed {
 		t.Fatal("401 counted by default")
 	}
-	bs = newBreakers(t, bw.WithPolicy(bw.Consecutive(1)), bw.WithCountAuthErrors(true))
+	bs = newBreakers(t, bw.WithPolicy(bw.Consecutive(1)), bw.WithCountAsFailure(bw.AuthError))
 	call(bs, "k", auth)
-	if bs.State("k") != bw.StateOpen {
-		t.Fatal("401 not counted with WithCountAuthErrors")
+	if bs.Get("k").State() != bw.StateOpen {
+		t.Fatal("401 not counted with WithCountAsFailure(AuthError)")
 	}
 }
 
@@ -447,12 +449,12 @@ func TestRecordSuccessSignal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)), bw.WithHalfOpen(1, 2))
 		call(bs, "k", fail)
-		bs.RecordSuccess("k")
-		if s := bs.State("k"); s != bw.StateHalfOpen {
+		bs.Get("k").RecordSuccess()
+		if s := bs.Get("k").State(); s != bw.StateHalfOpen {
 			t.Fatalf("recovery signal while open: %s, want half_open", s)
 		}
-		bs.RecordSuccess("k")
-		if s := bs.State("k"); s != bw.StateClosed {
+		bs.Get("k").RecordSuccess()
+		if s := bs.Get("k").State(); s != bw.StateClosed {
 			t.Fatalf("second recovery signal: %s, want closed", s)
 		}
 	})
@@ -461,37 +463,45 @@ func TestRecordSuccessSignal(t *testing.T) {
 func TestTripAndModes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bs := newBreakers(t)
-		bs.Trip("k", 3*time.Second)
+		bs.Get("k").Trip(3 * time.Second)
 		if err := call(bs, "k", ok); !errors.Is(err, bw.ErrCircuitOpen) {
 			t.Fatalf("tripped: %v", err)
 		}
 		time.Sleep(3 * time.Second)
-		if s := bs.State("k"); s != bw.StateHalfOpen {
+		if s := bs.Get("k").State(); s != bw.StateHalfOpen {
 			t.Fatalf("after the trip: %s", s)
 		}
 	})
 	t.Run("shadow", func(t *testing.T) {
-		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)), bw.WithBreakerMode(bw.ModeShadow))
+		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)), bw.WithShadowMode(true))
 		call(bs, "k", fail)
 		for range 3 {
 			if err := call(bs, "k", ok); err != nil {
 				t.Fatalf("shadow mode rejected: %v", err)
 			}
 		}
-		if s, _ := bs.Snapshot("k"); s.State != bw.StateOpen || s.ShadowRejections != 3 {
+		if s, _ := breakerOf(bs, "k"); s.State != bw.StateOpen || s.ShadowRejections != 3 {
 			t.Fatalf("shadow snapshot %+v, want open with 3 shadow rejections", s)
 		}
 	})
-	t.Run("disabled", func(t *testing.T) {
-		bs := newBreakers(t, bw.WithPolicy(bw.Window(0, time.Minute)), bw.WithBreakerMode(bw.ModeDisabled))
+	t.Run("switched off", func(t *testing.T) {
+		tr, err := bw.NewTransport(bw.WithoutBreaker(), bw.WithMaxAttempts(1), bw.WithBase(bw.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 500, Body: http.NoBody, Request: r}, nil
+		})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs := tr.Breakers()
 		for range 1000 {
-			bs.Melt("k", bw.ServerError)
-			if err := call(bs, "k", fail); err != nil {
-				t.Fatal(err)
+			bs.Get("k").RecordFailure(bw.ServerError)
+			bs.Get("k").Trip(time.Minute)
+			resp, err := tr.RoundTrip(httptest.NewRequest(http.MethodGet, "http://k/", nil))
+			if err != nil || resp.StatusCode != 500 {
+				t.Fatalf("%v %v", resp, err)
 			}
 		}
-		if !bs.Available("k") || bs.Len() != 0 || bs.Get("k") != nil {
-			t.Fatal("a disabled registry kept state")
+		if !available(bs, "k") || len(bs.Snapshot().Breakers) != 0 || bs.Get("k") != nil {
+			t.Fatal("a breaker switched off kept state")
 		}
 	})
 	t.Run("fault injection", func(t *testing.T) {
@@ -507,8 +517,8 @@ func TestTripAndModes(t *testing.T) {
 }
 
 func TestOptionErrors(t *testing.T) {
-	for name, opts := range map[string][]bw.BreakerOption{
-		"fault+disabled":    {bw.WithFaultInjection(0.5), bw.WithBreakerMode(bw.ModeDisabled)},
+	for name, opts := range map[string][]bw.Option{
+		"fault+disabled":    {bw.WithFaultInjection(0.5), bw.WithoutBreaker()},
 		"negative tolerate": {bw.WithPolicy(bw.Window(-1, time.Second))},
 		"zero consecutive":  {bw.WithPolicy(bw.Consecutive(0))},
 		"rate ratio":        {bw.WithPolicy(bw.FailureRate(1.5, 10, time.Second))},
@@ -522,7 +532,7 @@ func TestOptionErrors(t *testing.T) {
 		"jitter":            {bw.WithOpenJitter(2)},
 		"probes":            {bw.WithHalfOpen(0, 1)},
 		"fault rate":        {bw.WithFaultInjection(-0.1)},
-		"limits":            {bw.WithBreakerLimits(0, time.Minute)},
+		"limits":            {bw.WithKeyLimits(0, time.Minute)},
 	} {
 		if _, err := bw.NewBreakers(opts...); err == nil {
 			t.Errorf("%s: no error", name)
@@ -538,7 +548,7 @@ func TestHalfOpenHammer(t *testing.T) {
 		var dup int
 		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)), bw.WithHalfOpen(probes, 5), bw.WithOpenJitter(0),
 			bw.WithOpenTimeout(time.Second, time.Second),
-			bw.OnTransition(func(tr bw.Transition) {
+			onTransition(func(tr bw.Transition) {
 				mu.Lock()
 				defer mu.Unlock()
 				if _, ok := seen[tr.Generation]; ok {
@@ -546,13 +556,13 @@ func TestHalfOpenHammer(t *testing.T) {
 				}
 				seen[tr.Generation] = tr
 			}))
-		bs.Trip("k", time.Second)
-		var inFlight, peak, admitted atomic.Int64
+		bs.Get("k").Trip(time.Second)
+		var peak, admitted atomic.Int64
 		var wg sync.WaitGroup
 		for g := range 1000 {
 			wg.Go(func() {
 				for i := range 20 {
-					p, err := bs.Allow("k")
+					p, err := bs.Get("k").Allow()
 					if errors.Is(err, bw.ErrCircuitOpen) {
 						time.Sleep(time.Second)
 						continue
@@ -561,11 +571,9 @@ func TestHalfOpenHammer(t *testing.T) {
 						continue
 					}
 					admitted.Add(1)
-					if p.Probe() {
-						n := inFlight.Add(1)
+					if n := int64(bs.Get("k").Snapshot().ProbesInFlight); n > 0 {
 						for old := peak.Load(); n > old && !peak.CompareAndSwap(old, n); old = peak.Load() {
 						}
-						inFlight.Add(-1)
 					}
 					if (g+i)%97 == 0 {
 						p.Done(fail)

@@ -8,37 +8,24 @@ import (
 	"github.com/breakwater-go/breakwater/internal/keyed"
 )
 
-// BreakerMode selects what a breaker does with its verdicts.
-type BreakerMode uint8
+// breakerMode says what a breaker does with its verdicts.
+type breakerMode uint8
 
 const (
-	// ModeEnforce is the default: an open breaker rejects attempts.
-	ModeEnforce BreakerMode = iota
-	// ModeShadow runs the state machine and counts what it would have
-	// rejected ([BreakerSnapshot.ShadowRejections]), but rejects nothing.
-	ModeShadow
-	// ModeDisabled installs no breaker: no state is kept, nothing is
-	// rejected and every control method is a no-op.
-	ModeDisabled
+	modeEnforce  breakerMode = iota // an open breaker rejects attempts
+	modeShadow                      // counts what it would reject, rejects nothing
+	modeDisabled                    // no breaker: no state, nothing rejected
 )
 
-// Defaults of a breaker.
+// Defaults of a breaker; the package documentation lists them all.
 const (
-	DefaultOpenTimeout    = 5 * time.Second
-	DefaultMaxOpenTimeout = 60 * time.Second
-	DefaultOpenJitter     = 0.10
-	DefaultHalfOpenProbes = 1
-	DefaultProbeSuccesses = 2
-	DefaultProbeTimeout   = 10 * time.Second
-	DefaultBreakerIdleTTL = 10 * time.Minute
+	defaultOpenTimeout    = 5 * time.Second
+	defaultMaxOpenTimeout = 60 * time.Second
+	defaultOpenJitter     = 0.10
+	defaultHalfOpenProbes = 1
+	defaultProbeSuccesses = 2
+	defaultProbeTimeout   = 10 * time.Second
 )
-
-// A BreakerOption configures [NewBreakers].
-type BreakerOption interface{ applyBreaker(*breakerConfig) }
-
-type breakerOptionFunc func(*breakerConfig)
-
-func (f breakerOptionFunc) applyBreaker(c *breakerConfig) { f(c) }
 
 type breakerConfig struct {
 	policy         Policy
@@ -48,15 +35,42 @@ type breakerConfig struct {
 	maxProbes      int
 	successes      int
 	probeTimeout   time.Duration
+	probeSet       bool // WithProbeTimeout was given
 	countAuth      bool
 	countThrottled bool
-	mode           BreakerMode
+	mode           breakerMode
 	faultRate      float64
 	maxKeys        int
 	idleTTL        time.Duration
 	listeners      []func(Transition)
 	autoWithin     bool // the Window's within was left to be sized
 	bus            ClusterBus
+	errs           []error // of the options
+}
+
+// newBreakerConfig returns the breakers' defaults.
+func newBreakerConfig() breakerConfig {
+	return breakerConfig{
+		policy:         defaultPolicy,
+		openTimeout:    defaultOpenTimeout,
+		maxOpenTimeout: defaultMaxOpenTimeout,
+		jitter:         defaultOpenJitter,
+		maxProbes:      defaultHalfOpenProbes,
+		successes:      defaultProbeSuccesses,
+		probeTimeout:   defaultProbeTimeout,
+		maxKeys:        defaultMaxKeys,
+		idleTTL:        defaultIdleTTL,
+	}
+}
+
+// breakerOption is an option of the breakers: those of [NewBreakers], or
+// a Transport's own.
+func breakerOption(name string, fn func(*breakerConfig)) Option {
+	return option(func(s *settings) {
+		if c := s.forBreaker(name); c != nil {
+			fn(c)
+		}
+	})
 }
 
 // WithPolicy sets the counting policy. Default: the volume-aware
@@ -66,102 +80,90 @@ type breakerConfig struct {
 // failed: a total outage opens it as fast as Window(10, auto) does, and a
 // failure rate that retries absorb never does. The window is sized from
 // the retry plan by a [Transport] (at least 10 s). Window(10, …) without a
-// ratio keeps ExternalService's exact contract.
-func WithPolicy(p Policy) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) { c.policy = p })
+// ratio keeps ExternalService's exact contract. It configures the breakers
+// of [NewTransport] and [NewBreakers].
+func WithPolicy(p Policy) Option {
+	return breakerOption("WithPolicy", func(c *breakerConfig) { c.policy = p })
 }
 
-// WithOpenTimeout sets the first open duration and the cap that consecutive
-// reopens double it up to. Defaults: 5 s and 60 s.
-func WithOpenTimeout(base, max time.Duration) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) { c.openTimeout, c.maxOpenTimeout = base, max })
+// WithOpenTimeout sets the first open duration and the cap that
+// consecutive reopens double it up to. It configures the breakers of
+// [NewTransport] and [NewBreakers]. Defaults: 5 s and 60 s.
+func WithOpenTimeout(base, max time.Duration) Option {
+	return breakerOption("WithOpenTimeout", func(c *breakerConfig) { c.openTimeout, c.maxOpenTimeout = base, max })
 }
 
 // WithOpenJitter sets the positive jitter added to each open duration as a
-// fraction of it: 0.1 (the default) adds up to 10 %. 0 disables jitter.
-func WithOpenJitter(fraction float64) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) { c.jitter = fraction })
+// fraction of it: 0.1 adds up to 10 %, 0 switches jitter off. It configures
+// the breakers of [NewTransport] and [NewBreakers]. Default: 0.1.
+func WithOpenJitter(fraction float64) Option {
+	return breakerOption("WithOpenJitter", func(c *breakerConfig) { c.jitter = fraction })
 }
 
 // WithHalfOpen sets how many probes may be in flight while half-open (at
-// most 1024) and how many successful probes close the breaker. Defaults: 1
+// most 1024) and how many successful probes close the breaker. It
+// configures the breakers of [NewTransport] and [NewBreakers]. Defaults: 1
 // and 2.
-func WithHalfOpen(maxProbes, successes int) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) { c.maxProbes, c.successes = maxProbes, successes })
+func WithHalfOpen(maxProbes, successes int) Option {
+	return breakerOption("WithHalfOpen", func(c *breakerConfig) { c.maxProbes, c.successes = maxProbes, successes })
 }
 
-// WithProbeTimeout sets how long a half-open probe lease may be held before
-// it is reclaimed (a probe whose outcome never arrives). A [Transport] sets
-// it to its attempt timeout. Default: 10 s.
-func WithProbeTimeout(d time.Duration) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) { c.probeTimeout = d })
+// WithProbeTimeout sets how long a half-open probe's lease may be held
+// before it is reclaimed (a probe whose outcome never arrives). It
+// configures the breakers of [NewTransport] and [NewBreakers]. Default: a
+// Transport's attempt timeout, 10 s for [NewBreakers].
+func WithProbeTimeout(d time.Duration) Option {
+	return breakerOption("WithProbeTimeout", func(c *breakerConfig) { c.probeTimeout, c.probeSet = d, true })
 }
 
-// WithCountAuthErrors makes [AuthError] outcomes count as failures
-// (401, 403 and 407 are successes by default: the upstream answered).
-func WithCountAuthErrors(on bool) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) { c.countAuth = on })
-}
-
-// WithCountThrottled makes [Throttled] outcomes count as failures. A breaker
+// WithCountAsFailure makes the breakers count the outcomes of the given
+// categories as failures besides the default ones: [AuthError] (401, 403
+// and 407 are successes by default: the upstream answered) and
+// [Throttled] (neutral by default: the pause gate's business). A breaker
 // opened by a throttled outcome that carried a Retry-After hint stays open
 // for the hint (capped by the maximum open timeout) and closes after a
-// single successful probe.
-func WithCountThrottled(on bool) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) { c.countThrottled = on })
+// single successful probe. Other categories are a construction error. It
+// configures the breakers of [NewTransport] and [NewBreakers].
+func WithCountAsFailure(cats ...Category) Option {
+	return breakerOption("WithCountAsFailure", func(c *breakerConfig) {
+		for _, cat := range cats {
+			switch cat {
+			case AuthError:
+				c.countAuth = true
+			case Throttled:
+				c.countThrottled = true
+			default:
+				c.errs = append(c.errs, fmt.Errorf("breakwater: WithCountAsFailure takes auth_error and throttled, got %s", cat))
+			}
+		}
+	})
 }
 
-// WithBreakerMode selects [ModeEnforce] (default), [ModeShadow] or
-// [ModeDisabled].
-func WithBreakerMode(m BreakerMode) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) { c.mode = m })
+// WithShadowMode, when on, runs the breakers' state machine and counts
+// what they would have rejected ([BreakerSnapshot.ShadowRejections]), but
+// rejects nothing: a way to try a policy on live traffic. It configures the
+// breakers of [NewTransport] and [NewBreakers]. Default: off.
+func WithShadowMode(on bool) Option {
+	return breakerOption("WithShadowMode", func(c *breakerConfig) {
+		if on {
+			c.mode = modeShadow
+		} else {
+			c.mode = modeEnforce
+		}
+	})
 }
 
 // WithFaultInjection makes closed breakers reject the given fraction
-// (0 < rate <= 1) of admissions with [ErrCircuitOpen], without calling the
-// upstream: a way to rehearse an outage. It contradicts [ModeDisabled]; the
-// combination is a construction error.
-func WithFaultInjection(rate float64) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) { c.faultRate = rate })
-}
-
-// WithBreakerLimits bounds the registry: at most maxKeys breakers, and
-// breakers unused for idleTTL are evicted unless open or half-open. A full
-// registry makes room for a new key at once by evicting a breaker not used
-// lately, one with no recent failure rather than one counting failures; an
-// open or half-open breaker and one in use by a call are never evicted.
-// While every breaker is such, the registry grows up to twice maxKeys, and
-// past that a new key gets a breaker of its own that the registry does not
-// keep (it admits, and forgets what it counts). A key never shares another
-// key's breaker. Defaults: 10 000 keys, 10 minutes.
-func WithBreakerLimits(maxKeys int, idleTTL time.Duration) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) { c.maxKeys, c.idleTTL = maxKeys, idleTTL })
-}
-
-// OnTransition adds a listener called once for every state change, in the
-// order the changes happened, outside every lock. A listener that panics is
-// recovered and ignored.
-func OnTransition(fn func(Transition)) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) {
-		if fn != nil {
-			c.listeners = append(c.listeners, fn)
-		}
-	})
-}
-
-// WithBreakerObserver reports the registry's transitions to o as
-// [EventTransition] events (with context.Background). A [Transport] that
-// owns its registry does this for its own observers already.
-func WithBreakerObserver(o Observer) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) {
-		if o != nil {
-			c.listeners = append(c.listeners, transitionReporter(o))
-		}
-	})
+// (0 < rate <= 1) of admissions with [ErrCircuitOpen] (an [*Error] whose
+// Injected is set), without calling the upstream: a way to rehearse an
+// outage. It configures the breakers of [NewTransport] and [NewBreakers].
+// Default: 0, none.
+func WithFaultInjection(rate float64) Option {
+	return breakerOption("WithFaultInjection", func(c *breakerConfig) { c.faultRate = rate })
 }
 
 func (c *breakerConfig) validate() error {
-	errs := []error{c.policy.validate()}
+	errs := append([]error{c.policy.validate()}, c.errs...)
 	if c.openTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("breakwater: open timeout must be > 0, got %s", c.openTimeout))
 	}
@@ -179,12 +181,6 @@ func (c *breakerConfig) validate() error {
 	}
 	if !(c.faultRate >= 0 && c.faultRate <= 1) {
 		errs = append(errs, fmt.Errorf("breakwater: fault injection rate must be in [0, 1], got %v", c.faultRate))
-	}
-	if c.faultRate > 0 && c.mode == ModeDisabled {
-		errs = append(errs, errors.New("breakwater: fault injection and a disabled breaker contradict each other"))
-	}
-	if c.mode > ModeDisabled {
-		errs = append(errs, fmt.Errorf("breakwater: unknown breaker mode %d", c.mode))
 	}
 	if c.maxKeys < 1 || c.maxKeys > keyed.MaxKeys || c.idleTTL <= 0 {
 		errs = append(errs, fmt.Errorf("breakwater: breaker limits need maxKeys in [1, %d] and idleTTL > 0, got %d and %s", keyed.MaxKeys, c.maxKeys, c.idleTTL))

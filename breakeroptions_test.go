@@ -12,7 +12,7 @@ import (
 func TestBreakerOptionBounds(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		opt  bw.BreakerOption
+		opt  bw.Option
 		ok   bool
 	}{
 		{"open timeout 0", bw.WithOpenTimeout(0, time.Minute), false},
@@ -32,22 +32,21 @@ func TestBreakerOptionBounds(t *testing.T) {
 		{"fault rate 0", bw.WithFaultInjection(0), true},
 		{"fault rate 1", bw.WithFaultInjection(1), true},
 		{"fault rate above 1", bw.WithFaultInjection(1 + 1e-9), false},
-		{"unknown mode", bw.WithBreakerMode(bw.ModeDisabled + 1), false},
-		{"0 keys", bw.WithBreakerLimits(0, time.Minute), false},
-		{"1 key", bw.WithBreakerLimits(1, time.Minute), true},
-		{"idle TTL 0", bw.WithBreakerLimits(10, 0), false},
-		{"idle TTL 1ns", bw.WithBreakerLimits(10, time.Nanosecond), true},
+		{"0 keys", bw.WithKeyLimits(0, time.Minute), false},
+		{"1 key", bw.WithKeyLimits(1, time.Minute), true},
+		{"idle TTL 0", bw.WithKeyLimits(10, 0), false},
+		{"idle TTL 1ns", bw.WithKeyLimits(10, time.Nanosecond), true},
 	} {
 		_, err := bw.NewBreakers(c.opt)
 		if (err == nil) != c.ok {
 			t.Errorf("%s: error %v, want ok=%v", c.name, err, c.ok)
 		}
 	}
-	// Disabled with no fault injection is fine; with it, a contradiction.
-	if _, err := bw.NewBreakers(bw.WithBreakerMode(bw.ModeDisabled), bw.WithFaultInjection(0)); err != nil {
-		t.Errorf("disabled without faults: %v", err)
-	}
-	if _, err := bw.NewBreakers(bw.WithBreakerMode(bw.ModeDisabled), bw.WithFaultInjection(1e-9)); err == nil {
-		t.Error("disabled with faults: no error")
+	// A breaker switched off and configured is a contradiction, whatever
+	// the value.
+	for _, rate := range []float64{0, 1e-9} {
+		if _, err := bw.NewTransport(bw.WithoutBreaker(), bw.WithFaultInjection(rate)); err == nil {
+			t.Errorf("switched off with fault injection %v: no error", rate)
+		}
 	}
 }

@@ -10,13 +10,13 @@ import (
 	bw "github.com/breakwater-go/breakwater"
 )
 
-// Len counts the breakers a registry holds: one per key used, none for keys
-// only read, and fewer once idle ones are evicted.
+// A registry holds one breaker per key used, none for keys only read, and
+// fewer once idle ones are evicted.
 func TestBreakersLen(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const ttl = time.Minute
-		bs := newBreakers(t, bw.WithBreakerLimits(100, ttl))
-		if n := bs.Len(); n != 0 {
+		bs := newBreakers(t, bw.WithKeyLimits(100, ttl))
+		if n := len(bs.Snapshot().Breakers); n != 0 {
 			t.Fatalf("new registry: Len %d", n)
 		}
 		for i := range 5 {
@@ -24,24 +24,25 @@ func TestBreakersLen(t *testing.T) {
 			bs.Get(fmt.Sprint("k", i)) // again: the same breaker
 		}
 		bs.Lookup("never-used")
-		if n := bs.Len(); n != 5 {
+		if n := len(bs.Snapshot().Breakers); n != 5 {
 			t.Fatalf("5 keys used: Len %d", n)
 		}
 		time.Sleep(3 * ttl)
 		bs.Get("fresh")
 		time.Sleep(3 * ttl)
 		bs.Get("fresher")
-		if n := bs.Len(); n > 2 {
+		if n := len(bs.Snapshot().Breakers); n > 2 {
 			t.Fatalf("after the idle keys expired: Len %d, want at most 2", n)
 		}
-		if n := bs.Len(); n != len(bs.Snapshots()) {
-			t.Fatalf("Len %d, but %d snapshots", n, len(bs.Snapshots()))
-		}
 
-		disabled := newBreakers(t, bw.WithBreakerMode(bw.ModeDisabled))
+		tr, err := bw.NewTransport(bw.WithoutBreaker())
+		if err != nil {
+			t.Fatal(err)
+		}
+		disabled := tr.Breakers()
 		disabled.Get("k")
-		if n := disabled.Len(); n != 0 {
-			t.Fatalf("a disabled registry: Len %d", n)
+		if n := len(disabled.Snapshot().Breakers); n != 0 {
+			t.Fatalf("a transport without breakers holds %d", n)
 		}
 	})
 }
@@ -51,7 +52,7 @@ func TestBreakersLen(t *testing.T) {
 func TestBreakersIdleEviction(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const ttl = time.Minute
-		bs := newBreakers(t, bw.WithBreakerLimits(1000, ttl))
+		bs := newBreakers(t, bw.WithKeyLimits(1000, ttl))
 		kept, idle := bs.Get("kept"), bs.Get("idle")
 		// Many new keys in quick succession evict nothing.
 		for i := range 300 {
@@ -103,7 +104,7 @@ func TestBreakersSweepRacingUse(t *testing.T) {
 		if testing.Short() || raceEnabled {
 			rounds = 20
 		}
-		bs := newBreakers(t, bw.WithBreakerLimits(1_000_000, ttl))
+		bs := newBreakers(t, bw.WithKeyLimits(1_000_000, ttl))
 		key := func(i int) string { return fmt.Sprint("k", i) }
 		for round := range rounds {
 			for i := range keys {

@@ -11,9 +11,18 @@ import (
 )
 
 // Breakers is a registry of circuit breakers, one per key, created lazily on
-// first use and bounded in number (see [WithBreakerLimits]). It is safe for
-// concurrent use. Reads never create a breaker: a key never used reads as
-// closed.
+// first use. It is safe for concurrent use. Reads never create a breaker: a
+// key never used reads as closed.
+//
+// The registry is bounded ([WithKeyLimits]): at most maxKeys breakers, and
+// breakers unused for idleTTL are evicted unless open or half-open. A full
+// registry makes room for a new key at once by evicting a breaker not used
+// lately, one with no recent failure rather than one counting failures; an
+// open or half-open breaker and one in use by a call are never evicted.
+// While every breaker is such, the registry grows up to twice maxKeys, and
+// past that a new key gets a breaker of its own that the registry does not
+// keep (it admits, and forgets what it counts). A key never shares another
+// key's breaker.
 type Breakers struct {
 	cfg     breakerConfig
 	start   time.Time
@@ -26,40 +35,35 @@ type Breakers struct {
 	flushing  bool
 }
 
-// NewBreakers returns a registry configured by opts, or an error describing
-// every invalid option.
-func NewBreakers(opts ...BreakerOption) (*Breakers, error) {
-	cfg := breakerConfig{
-		policy:         defaultPolicy,
-		openTimeout:    DefaultOpenTimeout,
-		maxOpenTimeout: DefaultMaxOpenTimeout,
-		jitter:         DefaultOpenJitter,
-		maxProbes:      DefaultHalfOpenProbes,
-		successes:      DefaultProbeSuccesses,
-		probeTimeout:   DefaultProbeTimeout,
-		maxKeys:        DefaultMaxBreakers,
-		idleTTL:        DefaultBreakerIdleTTL,
-	}
-	for _, o := range opts {
-		if o != nil {
-			o.applyBreaker(&cfg)
-		}
-	}
+// NewBreakers returns a registry configured by opts (the breaker options,
+// [WithKeyLimits], [WithObserver] and [WithClusterBus]), or an error
+// describing every invalid option.
+func NewBreakers(opts ...Option) (*Breakers, error) {
+	cfg := newBreakerConfig()
+	s := settings{to: "NewBreakers", breaker: &cfg}
+	s.applyOptions(opts)
+	cfg.errs = append(cfg.errs, s.errs...)
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	return newBreakers(cfg), nil
+}
+
+// newBreakers returns the registry of a valid configuration.
+func newBreakers(cfg breakerConfig) *Breakers {
+	cfg.errs = nil
 	if cfg.policy.kind == policyWindow && cfg.policy.within == 0 {
-		cfg.policy.within = DefaultWindowWithin
+		cfg.policy.within = defaultWindowWithin
 		cfg.autoWithin = true
 	}
 	bs := &Breakers{cfg: cfg, start: time.Now()}
 	ls := cfg.listeners
 	bs.listeners.Store(&ls)
-	if cfg.mode != ModeDisabled {
+	if cfg.mode != modeDisabled {
 		bs.m = keyed.New(cfg.maxKeys, cfg.idleTTL, bs.newBreaker, (*Breaker).weigh)
 		bs.joinCluster()
 	}
-	return bs, nil
+	return bs
 }
 
 // now is monotonic nanoseconds since the registry was made.
@@ -72,18 +76,12 @@ func (bs *Breakers) now() int64 {
 
 func (bs *Breakers) wall(n int64) time.Time { return bs.start.Add(time.Duration(n)) }
 
-// Mode reports the registry's mode.
-func (bs *Breakers) Mode() BreakerMode { return bs.cfg.mode }
-
-// Policy reports the registry's counting policy, with an automatic window
-// resolved.
-func (bs *Breakers) Policy() Policy { return bs.cfg.policy }
-
-// Get returns the breaker for key, creating it if needed. It returns nil
-// when the registry is disabled; a nil *Breaker admits everything. A closed
-// breaker can be evicted once it goes unused (see [WithBreakerLimits]):
-// keep the key, not the *Breaker, and call Get again, or use the registry's
-// methods, which keep the breaker while they use it.
+// Get returns the breaker for key, creating it if needed; nil when the
+// breaker is switched off (a Transport built with [WithoutBreaker]), and a
+// nil *Breaker admits everything. Get marks the breaker used, so the
+// registry keeps it while it is acted on at once (bs.Get(key).Trip(d));
+// call Get again each time rather than keeping the *Breaker, which the
+// registry may evict once it is closed and idle.
 func (bs *Breakers) Get(key string) *Breaker {
 	if bs == nil || bs.m == nil {
 		return nil
@@ -102,7 +100,9 @@ func (bs *Breakers) acquire(key string) (*Breaker, *keyed.Entry[*Breaker]) {
 	return e.Value, e
 }
 
-// Lookup returns the breaker for key without creating it.
+// Lookup returns the breaker for key without creating it or marking it
+// used, and whether there was one: reading a key's state (a nil *Breaker
+// reads as closed) costs the registry nothing.
 func (bs *Breakers) Lookup(key string) (*Breaker, bool) {
 	if bs == nil || bs.m == nil {
 		return nil, false
@@ -110,38 +110,26 @@ func (bs *Breakers) Lookup(key string) (*Breaker, bool) {
 	return bs.m.Lookup(key)
 }
 
-// Len reports how many breakers the registry holds.
-func (bs *Breakers) Len() int {
+// len reports how many breakers the registry holds.
+func (bs *Breakers) len() int {
 	if bs == nil || bs.m == nil {
 		return 0
 	}
 	return bs.m.Len()
 }
 
-// Allow asks key's breaker to admit one attempt. See [Breaker.Allow].
-func (bs *Breakers) Allow(key string) (Permit, error) { return bs.Get(key).Allow() }
-
-// State reports key's state; a key never used is closed.
-func (bs *Breakers) State(key string) State {
-	b, _ := bs.Lookup(key)
-	return b.State()
+// Snapshot returns the state of every breaker in the registry; a
+// *Breakers is a source for the status page.
+func (bs *Breakers) Snapshot() Snapshot {
+	return Snapshot{At: time.Now(), Breakers: bs.snapshots()}
 }
 
-// Snapshot returns key's state, or false when no breaker exists for key.
-func (bs *Breakers) Snapshot(key string) (BreakerSnapshot, bool) {
-	b, ok := bs.Lookup(key)
-	if !ok {
-		return BreakerSnapshot{}, false
-	}
-	return b.Snapshot(), true
-}
-
-// Snapshots returns the state of every breaker in the registry.
-func (bs *Breakers) Snapshots() []BreakerSnapshot {
+// snapshots returns the state of every breaker in the registry.
+func (bs *Breakers) snapshots() []BreakerSnapshot {
 	if bs == nil {
 		return nil
 	}
-	out := make([]BreakerSnapshot, 0, bs.Len())
+	out := make([]BreakerSnapshot, 0, bs.len())
 	bs.each(func(b *Breaker) { out = append(out, b.Snapshot()) })
 	return out
 }
@@ -151,59 +139,6 @@ func (bs *Breakers) each(fn func(*Breaker)) {
 		return
 	}
 	bs.m.Each(func(_ string, b *Breaker) { fn(b) })
-}
-
-// Trip forces key's breaker open for d (the open timeout when d <= 0).
-func (bs *Breakers) Trip(key string, d time.Duration) {
-	b, pin := bs.acquire(key)
-	b.Trip(d)
-	pin.Release()
-}
-
-// Reset closes key's breaker and forgets its failures.
-func (bs *Breakers) Reset(key string) {
-	if b, ok := bs.Lookup(key); ok {
-		b.Reset()
-	}
-}
-
-// ResetAll closes every breaker in the registry.
-func (bs *Breakers) ResetAll() { bs.each((*Breaker).Reset) }
-
-// Melt records an out-of-band failure of category c against key's breaker;
-// it counts exactly like a failing call.
-func (bs *Breakers) Melt(key string, c Category) {
-	b, pin := bs.acquire(key)
-	b.Melt(c)
-	pin.Release()
-}
-
-// RecordSuccess records an out-of-band success (a health probe's recovery
-// signal) against key's breaker. See [Breaker.RecordSuccess].
-func (bs *Breakers) RecordSuccess(key string) {
-	if b, ok := bs.Lookup(key); ok {
-		b.RecordSuccess()
-	}
-}
-
-// Available reports whether every named key's breaker is closed.
-func (bs *Breakers) Available(keys ...string) bool {
-	for _, k := range keys {
-		if bs.State(k) != StateClosed {
-			return false
-		}
-	}
-	return true
-}
-
-// Blown reports whether any named key's breaker is open.
-func (bs *Breakers) Blown(keys ...string) bool {
-	for _, k := range keys {
-		if bs.State(k) == StateOpen {
-			return true
-		}
-	}
-	return false
 }
 
 // addListener adds a transition listener after construction (a Transport
@@ -312,13 +247,13 @@ func BreakerStage(bs *Breakers, key KeyFunc, cl Classifier) Stage {
 				resp = nil
 			}
 			o := classifySafely(cl, resp, err)
-			if m, ok := req.Context().Value(meltKey{}).(*meltSlot); ok && bs.cfg.judge(o.Category) == failure && !permit.Probe() {
+			if m, ok := req.Context().Value(meltKey{}).(*meltSlot); ok && bs.cfg.judge(o.Category) == failure && !permit.probe() {
 				m.defer_(permit, o)
 			} else {
-				permit.Record(o)
+				permit.record(o)
 			}
 			if resp == nil {
-				permit.Release()
+				permit.release()
 				return nil, err
 			}
 			track(req.Context(), resp, releaser{permit: permit})

@@ -24,12 +24,7 @@ func TestPanickingCallbacks(t *testing.T) {
 		"classifier": bw.WithClassifier(func(*http.Response, error) bw.Outcome { boom(); return bw.Outcome{} }),
 		"retry if":   bw.WithRetryIf(func(context.Context, *http.Response, error) (bool, error) { boom(); return false, nil }),
 		"observer":   bw.WithObserver(bw.ObserverFunc(func(context.Context, bw.Event) { boom() })),
-		"backoff": bw.WithRetryablehttpBackoff(func(min, max time.Duration, n int, resp *http.Response) time.Duration {
-			if resp != nil { // at request time, not while NewTransport plans
-				boom()
-			}
-			return 0
-		}, 0, 0),
+		"backoff":    bw.WithBackoff(requestTimeBackoff(boom)),
 	} {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -68,3 +63,10 @@ func TestPanickingCallbacks(t *testing.T) {
 		})
 	}
 }
+
+// requestTimeBackoff is a Backoff whose Delay calls fn: at request time
+// only, since NewTransport plans with MaxDelay.
+type requestTimeBackoff func()
+
+func (fn requestTimeBackoff) Delay(int, time.Duration) time.Duration    { fn(); return 0 }
+func (fn requestTimeBackoff) MaxDelay(int, time.Duration) time.Duration { return 0 }

@@ -29,7 +29,7 @@ func TestChainMeltsOncePerCall(t *testing.T) {
 			if r := get(rt); r.status != 500 {
 				t.Fatalf("call %d: %+v", i, r)
 			}
-			if open := bs.State(upstreamKey) == bw.StateOpen; open != (i == 11) {
+			if open := bs.Get(upstreamKey).State() == bw.StateOpen; open != (i == 11) {
 				t.Fatalf("after call %d open = %v", i, open)
 			}
 		}
@@ -50,8 +50,8 @@ func TestChainBreakerOutsideRetry(t *testing.T) {
 		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)))
 		retry, _ := bw.RetryStage(bw.WithoutRetryBudget())
 		rt := bw.Chain(u.Transport(), bw.BreakerStage(bs, nil, nil), retry)
-		if r := get(rt); r.status != 200 || bs.State(upstreamKey) != bw.StateClosed {
-			t.Fatalf("%+v, breaker %s", r, bs.State(upstreamKey))
+		if r := get(rt); r.status != 200 || bs.Get(upstreamKey).State() != bw.StateClosed {
+			t.Fatalf("%+v, breaker %s", r, bs.Get(upstreamKey).State())
 		}
 	})
 }
@@ -66,7 +66,9 @@ func TestRetryablehttpPolicies(t *testing.T) {
 			breakwatertest.Step{Status: 500}, breakwatertest.Step{})
 		tr := newTransport(t, u.Transport(),
 			bw.WithRetryIf(retryablehttp.DefaultRetryPolicy),
-			bw.WithRetryablehttpBackoff(retryablehttp.DefaultBackoff, 100*time.Millisecond, time.Second))
+			bw.WithBackoff(bw.BackoffFunc(func(n int, _ time.Duration) time.Duration {
+				return retryablehttp.DefaultBackoff(100*time.Millisecond, time.Second, n-1, nil)
+			})))
 		if r := get(tr); r.status != 200 || u.Count() != 3 {
 			t.Fatalf("%+v after %d requests", r, u.Count())
 		}

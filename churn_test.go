@@ -56,15 +56,15 @@ func TestChurnNeverRefusesFirstTimeClients(t *testing.T) {
 	for _, rate := range churnRates {
 		t.Run(strconv.Itoa(rate)+"/s", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				rl, err := bw.NewRateLimiters(10, 10, bw.WithRateLimitKeys(churnCap, 10*time.Minute))
+				rl, err := bw.NewRateLimiters(10, 10, bw.WithKeyLimits(churnCap, 10*time.Minute))
 				if err != nil {
 					t.Fatal(err)
 				}
-				crl, err := bw.NewClientRateLimit(rl, bw.RemoteAddrKey)
+				crl, err := bw.ClientRateLimit(rl, bw.RemoteAddrKey)
 				if err != nil {
 					t.Fatal(err)
 				}
-				h := crl.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+				h := crl(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 				n, refused, peak := churnSize(), 0, 0
 				r := httptest.NewRequest(http.MethodGet, "/", nil)
 				for i := range n {
@@ -74,7 +74,9 @@ func TestChurnNeverRefusesFirstTimeClients(t *testing.T) {
 					if w.status == http.StatusTooManyRequests {
 						refused++
 					}
-					peak = max(peak, rl.Len())
+					if i%4096 == 0 || i == n-1 { // a snapshot costs a walk of the registry
+						peak = max(peak, bucketCount(rl))
+					}
 					pace(i, rate)
 				}
 				t.Logf("%d new clients at %d/s: %d refused (%.2f%%), peak registry size %d", n, rate, refused, 100*float64(refused)/float64(n), peak)
@@ -139,7 +141,7 @@ func churnTransport(t testing.TB, rateLimit bool) *bw.Transport {
 	opts := []bw.Option{
 		bw.WithBase(churnBase()),
 		bw.WithKeyLimits(churnCap, 10*time.Minute),
-		bw.WithBreaker(bw.WithPolicy(bw.Window(10, time.Minute)), bw.WithBreakerLimits(churnCap, 10*time.Minute)),
+		bw.WithPolicy(bw.Window(10, time.Minute)), bw.WithKeyLimits(churnCap, 10*time.Minute),
 		bw.WithConcurrencyLimit(64),
 	}
 	if rateLimit {
@@ -199,7 +201,7 @@ func TestChurnNeverRejectsHealthyHosts(t *testing.T) {
 							t.Fatalf("quota.test answered %d", st)
 						}
 					case quotaAt + churnCap:
-						if rem := tr.PauseGates().Remaining("http://quota.test"); rem <= 0 {
+						if rem := pauseLeft(tr.PauseGates(), "http://quota.test"); rem <= 0 {
 							t.Errorf("quota.test's pause was lost to the churn")
 						}
 					}
@@ -212,18 +214,19 @@ func TestChurnNeverRejectsHealthyHosts(t *testing.T) {
 						case failCalls > 11 && !errors.Is(err, bw.ErrCircuitOpen):
 							t.Fatalf("failing call %d (after churn of %d keys): %d %v, want ErrCircuitOpen", failCalls, i, st, err)
 						}
-						if got, want := tr.Breakers().State("http://fail.test"), failCalls >= 11; (got == bw.StateOpen) != want {
+						if got, want := tr.Breakers().Get("http://fail.test").State(), failCalls >= 11; (got == bw.StateOpen) != want {
 							t.Fatalf("after failing call %d the breaker is %s", failCalls, got)
 						}
 					}
 					pace(i, rate)
 				}
+				snap := tr.Snapshot()
 				t.Logf("%d new hosts at %d/s: %d rejected, %d waited; registries: %d breakers, %d limiters, %d bulkheads",
-					n, rate, rejected, waited, tr.Breakers().Len(), tr.RateLimiters().Len(), tr.Bulkheads().Len())
+					n, rate, rejected, waited, len(snap.Breakers), len(snap.RateLimiters), len(snap.Bulkheads))
 				if rejected != 0 || waited != 0 {
 					t.Errorf("%d of %d healthy hosts were rejected and %d waited; first rejection: %v", rejected, n, waited, firstErr)
 				}
-				for name, l := range map[string]int{"breakers": tr.Breakers().Len(), "rate limiters": tr.RateLimiters().Len(), "bulkheads": tr.Bulkheads().Len()} {
+				for name, l := range map[string]int{"breakers": len(snap.Breakers), "rate limiters": len(snap.RateLimiters), "bulkheads": len(snap.Bulkheads)} {
 					if l > churnCap {
 						t.Errorf("%s: %d keys, over the cap of %d", name, l, churnCap)
 					}
@@ -240,7 +243,7 @@ func TestChurnNeverRejectsHealthyHosts(t *testing.T) {
 func TestFullRegistryNeverSharesABreaker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr, err := bw.NewTransport(bw.WithBase(churnBase()), bw.WithMaxAttempts(1),
-			bw.WithBreaker(bw.WithPolicy(bw.Window(10, time.Minute)), bw.WithBreakerLimits(churnCap, 10*time.Minute)))
+			bw.WithPolicy(bw.Window(10, time.Minute)), bw.WithKeyLimits(churnCap, 10*time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -250,7 +253,7 @@ func TestFullRegistryNeverSharesABreaker(t *testing.T) {
 		for range 11 {
 			churnGet(tr, "fail.test")
 		}
-		if s := tr.Breakers().State("http://fail.test"); s != bw.StateOpen {
+		if s := tr.Breakers().Get("http://fail.test").State(); s != bw.StateOpen {
 			t.Fatalf("the failing host's breaker is %s after 11 failures", s)
 		}
 		rejected := 0

@@ -101,16 +101,6 @@ func (c Category) Failure() bool {
 	return false
 }
 
-// Neutral reports whether a breaker treats this category as neither success
-// nor failure by default.
-func (c Category) Neutral() bool {
-	switch c {
-	case Throttled, Unsupported, Canceled, Rejected:
-		return true
-	}
-	return false
-}
-
 // Outcome is the classification of one attempt.
 type Outcome struct {
 	// Category is the attempt's class.
@@ -140,13 +130,11 @@ type Outcome struct {
 // must not read or close resp.Body.
 type Classifier func(resp *http.Response, err error) Outcome
 
-// DefaultMaxRetryAfter is the longest server hint the default classifier
-// accepts as worth waiting for. A longer hint sets
-// [Outcome.RetryAfterTooLong].
-const DefaultMaxRetryAfter = 2 * time.Minute
+// defaultMaxRetryAfter is the longest hint the default classifier honours.
+const defaultMaxRetryAfter = 2 * time.Minute
 
-// Classify is the default [Classifier], with [DefaultMaxRetryAfter] as the
-// longest acceptable hint. It never reads or closes resp.Body and never
+// Classify is the default [Classifier], with 2 minutes as the longest
+// acceptable hint (a [Transport] uses its [WithMaxRetryAfter] value). It never reads or closes resp.Body and never
 // panics, even when err's own methods do. When err is non-nil it decides alone, whatever resp is.
 //
 // A response is classified by status code:
@@ -161,12 +149,19 @@ const DefaultMaxRetryAfter = 2 * time.Minute
 //	other 4xx                     ClientError
 //	anything below 100 or >= 600  ServerError (the upstream broke the protocol)
 //
-// The Retry-After field (see [ParseRetryAfter]) is read only for 408, 429 and
-// 5xx; on a 429 without a usable one, RateLimit-Reset and then
+// The Retry-After field is read only for 408, 429 and 5xx, as RFC 9110
+// section 10.2.3 defines it: delta-seconds (ASCII digits, spaces and tabs
+// around them ignored) or an HTTP-date in any of the three forms
+// [http.ParseTime] accepts, measured against the response's own Date field
+// when that parses (so that a server whose clock is off still gets the
+// wait it meant), else against the local clock; a date in the past is a
+// hint of zero. Only the first field line counts; negative, fractional,
+// empty and malformed values, and hints longer than 100 years, are no hint.
+// On a 429 without a usable one, RateLimit-Reset and then
 // X-RateLimit-Reset are read as well (delta-seconds, or a Unix timestamp in
 // seconds when the number is above 1e9), and then the structured RateLimit
 // field that breakwater's own [ClientRateLimit] sends (a policy with no
-// requests remaining resets after its t, as [ParseQuotaReset] reads it).
+// requests remaining resets after its t, as [WithRateLimitHeaders] reads it).
 // A usable hint sets [Outcome.HasRetryAfter] and
 // [Outcome.RetryAfter], and [Outcome.RetryAfterTooLong] when it exceeds the
 // maximum. Classify does not allocate for a response without a hint or with
@@ -212,21 +207,7 @@ const DefaultMaxRetryAfter = 2 * time.Minute
 // cause of the context they own before classifying it; a custom stage that
 // ends an attempt with a cause should do the same.
 func Classify(resp *http.Response, err error) Outcome {
-	return classify(resp, err, DefaultMaxRetryAfter)
-}
-
-// NewClassifier returns the default classification of [Classify] with
-// maxRetryAfter as the longest acceptable hint: a longer one keeps
-// [Outcome.HasRetryAfter] and the full [Outcome.RetryAfter] and sets
-// [Outcome.RetryAfterTooLong]. maxRetryAfter <= 0 means
-// [DefaultMaxRetryAfter]. The Classifier is safe for concurrent use.
-func NewClassifier(maxRetryAfter time.Duration) Classifier {
-	if maxRetryAfter <= 0 {
-		maxRetryAfter = DefaultMaxRetryAfter
-	}
-	return func(resp *http.Response, err error) Outcome {
-		return classify(resp, err, maxRetryAfter)
-	}
+	return classify(resp, err, defaultMaxRetryAfter)
 }
 
 // When returns a Classifier that reports category c when match reports true
@@ -319,7 +300,7 @@ func classifyResponse(resp *http.Response, maxRetryAfter time.Duration) Outcome 
 	}
 
 	now := time.Now()
-	d, ok := ParseRetryAfter(resp.Header, now)
+	d, ok := parseRetryAfter(resp.Header, now)
 	if !ok && s == http.StatusTooManyRequests {
 		d, ok = rateLimitReset(resp.Header, now)
 		if lines := resp.Header[headerRateLimit]; !ok && len(lines) > 0 {

@@ -149,3 +149,51 @@ func TestAttemptTimeoutCause(t *testing.T) {
 		})
 	}
 }
+
+// TestClassifyMaxHint: the classification of a Transport with another
+// longest hint differs from Classify's in RetryAfterTooLong alone.
+func TestClassifyMaxHint(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		max      time.Duration
+		header   http.Header
+		want     time.Duration
+		wantLong bool
+	}{
+		{"too long is still throttled", 5 * time.Second, http.Header{"Retry-After": {"10"}}, 10 * time.Second, true},
+		{"at the max", 2 * time.Minute, http.Header{"Retry-After": {"120"}}, 120 * time.Second, false},
+		{"over the max", 2 * time.Minute, http.Header{"Retry-After": {"121"}}, 121 * time.Second, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := &http.Response{StatusCode: 503, Header: tc.header}
+			o := classify(resp, nil, tc.max)
+			if o.Category != Throttled || o.Status != 503 || !o.HasRetryAfter || o.RetryAfter != tc.want || o.RetryAfterTooLong != tc.wantLong {
+				t.Errorf("classify = %+v, want %s, too long %v", o, tc.want, tc.wantLong)
+			}
+			if d := Classify(resp, nil); d.Category != o.Category || d.RetryAfter != o.RetryAfter {
+				t.Errorf("Classify = %+v: only RetryAfterTooLong may differ from %+v", d, o)
+			}
+		})
+	}
+	tr, err := NewTransport(WithMaxRetryAfter(5 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := tr.cfg.classifier(&http.Response{StatusCode: 503, Header: http.Header{"Retry-After": {"10"}}}, nil); !o.RetryAfterTooLong {
+		t.Errorf("the classifier of a Transport with WithMaxRetryAfter(5s): %+v", o)
+	}
+}
+
+// Findings are bounded whatever the number of keys.
+func TestInsightsBounded(t *testing.T) {
+	in := newInsights()
+	for k := range 300 {
+		key := fmt.Sprintf("host-%d", k)
+		for range 5 {
+			in.Observe(t.Context(), Event{Kind: EventReject, Key: key, Mechanism: MechRetryBudget})
+		}
+	}
+	if n := len(in.findings()); n != 100 {
+		t.Fatalf("%d findings, want 100", n)
+	}
+}

@@ -126,24 +126,6 @@ func TestClassifyHints(t *testing.T) {
 			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 429, RetryAfter: 120 * time.Second, HasRetryAfter: true},
 		},
 		{
-			name: "503_too_long_is_still_throttled",
-			c:    breakwater.NewClassifier(5 * time.Second),
-			resp: response(503, "Retry-After", "10"),
-			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 503, RetryAfter: 10 * time.Second, HasRetryAfter: true, RetryAfterTooLong: true},
-		},
-		{
-			name: "zero_max_means_default",
-			c:    breakwater.NewClassifier(0),
-			resp: response(503, "Retry-After", "120"),
-			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 503, RetryAfter: 120 * time.Second, HasRetryAfter: true},
-		},
-		{
-			name: "negative_max_means_default",
-			c:    breakwater.NewClassifier(-time.Second),
-			resp: response(503, "Retry-After", "121"),
-			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 503, RetryAfter: 121 * time.Second, HasRetryAfter: true, RetryAfterTooLong: true},
-		},
-		{
 			name: "503_date_against_own_date_header",
 			c:    breakwater.Classify,
 			resp: response(503, "Date", "Thu, 02 Jan 2025 03:04:05 GMT", "Retry-After", "Thu, 02 Jan 2025 03:04:35 GMT"),
@@ -279,14 +261,14 @@ func breakerRejections(t *testing.T) (open, busy error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bs.Trip("open", time.Hour)
-	_, open = bs.Allow("open")
-	bs.Trip("busy", time.Nanosecond)
+	bs.Get("open").Trip(time.Hour)
+	_, open = bs.Get("open").Allow()
+	bs.Get("busy").Trip(time.Nanosecond)
 	time.Sleep(time.Millisecond)
-	if _, err := bs.Allow("busy"); err != nil {
+	if _, err := bs.Get("busy").Allow(); err != nil {
 		t.Fatal(err)
 	}
-	_, busy = bs.Allow("busy")
+	_, busy = bs.Get("busy").Allow()
 	if !errors.Is(open, breakwater.ErrCircuitOpen) || !errors.Is(busy, breakwater.ErrHalfOpenBusy) {
 		t.Fatalf("breaker errors %v and %v", open, busy)
 	}
@@ -426,7 +408,12 @@ func TestWhen(t *testing.T) {
 		}
 	})
 	t.Run("keeps_the_rest", func(t *testing.T) {
-		c := breakwater.When(breakwater.NewClassifier(time.Second), func(resp *http.Response, _ error) bool {
+		tooLong := func(resp *http.Response, err error) breakwater.Outcome {
+			o := breakwater.Classify(resp, err)
+			o.RetryAfterTooLong = true
+			return o
+		}
+		c := breakwater.When(tooLong, func(resp *http.Response, _ error) bool {
 			return resp != nil && resp.StatusCode == 503
 		}, breakwater.Unsupported)
 		got := c(response(503, "Retry-After", "5"), nil)
@@ -526,7 +513,6 @@ func FuzzClassify(f *testing.F) {
 	} {
 		f.Add(200, "", "", "", "", msg)
 	}
-	short := breakwater.NewClassifier(time.Second)
 	f.Fuzz(func(t *testing.T, status int, retryAfter, date, rl, xrl, errMsg string) {
 		if errMsg != "" {
 			err := fmt.Errorf("round trip: %w", errors.New(errMsg))
@@ -561,16 +547,6 @@ func FuzzClassify(f *testing.F) {
 		reads := status == 408 || status == 429 || (status >= 500 && status < 600)
 		if !reads && o.HasRetryAfter {
 			t.Errorf("status %d read a hint: %+v", status, o)
-		}
-		o2 := short(resp, nil)
-		// Dates and epoch resets without a usable Date field are measured
-		// against the local clock, which moves between the two calls.
-		drift := o2.RetryAfter - o.RetryAfter
-		if o2.Category != o.Category || o2.HasRetryAfter != o.HasRetryAfter || drift > time.Second || drift < -time.Second {
-			t.Errorf("NewClassifier(1s) = %+v, Classify = %+v: only RetryAfterTooLong may differ", o2, o)
-		}
-		if o2.RetryAfterTooLong != (o2.HasRetryAfter && o2.RetryAfter > time.Second) {
-			t.Errorf("NewClassifier(1s) = %+v: wrong RetryAfterTooLong", o2)
 		}
 	})
 }

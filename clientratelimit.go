@@ -10,39 +10,33 @@ import (
 	"time"
 )
 
-// A ClientRateLimitOption configures [NewClientRateLimit].
-type ClientRateLimitOption interface {
-	applyClientRateLimit(*clientRateLimitConfig)
-}
-
-type clientRateLimitConfig struct {
-	inboundConfig
-	policy   string
-	xHeaders bool
-}
-
-type clientRateLimitOptionFunc func(*clientRateLimitConfig)
-
-func (f clientRateLimitOptionFunc) applyClientRateLimit(c *clientRateLimitConfig) { f(c) }
-
-// DefaultRateLimitPolicy is the policy name in a [ClientRateLimit]'s
+// defaultRateLimitPolicy is the policy name in a ClientRateLimit's
 // RateLimit-Policy and RateLimit fields.
-const DefaultRateLimitPolicy = "default"
+const defaultRateLimitPolicy = "default"
 
 // WithRateLimitPolicyName sets the policy name in the RateLimit-Policy and
-// RateLimit fields; several limits on one route need different names.
-// It must be 1 to 64 printable ASCII characters other than '"' and '\'.
-// Default: "default".
-func WithRateLimitPolicyName(name string) ClientRateLimitOption {
-	return clientRateLimitOptionFunc(func(c *clientRateLimitConfig) { c.policy = name })
+// RateLimit fields of a [ClientRateLimit]; several limits on one route
+// need different names. It must be 1 to 64 printable ASCII characters other
+// than '"' and '\'. It configures [ClientRateLimit]. Default: "default".
+func WithRateLimitPolicyName(name string) Option {
+	return option(func(s *settings) {
+		if c := s.forInbound("WithRateLimitPolicyName", "ClientRateLimit"); c != nil {
+			c.policy = name
+		}
+	})
 }
 
-// WithXRateLimitHeaders adds the older, unstandardised X-RateLimit-Limit
-// (the burst), X-RateLimit-Remaining and X-RateLimit-Reset (the Unix time,
-// in seconds, at which the bucket is full again) fields to every response,
-// for clients that read those. Default: off.
-func WithXRateLimitHeaders(on bool) ClientRateLimitOption {
-	return clientRateLimitOptionFunc(func(c *clientRateLimitConfig) { c.xHeaders = on })
+// WithXRateLimitHeaders, when on, adds the older, unstandardised
+// X-RateLimit-Limit (the burst), X-RateLimit-Remaining and
+// X-RateLimit-Reset (the Unix time, in seconds, at which the bucket is
+// full again) fields to every response, for clients that read those. It
+// configures [ClientRateLimit]. Default: off.
+func WithXRateLimitHeaders(on bool) Option {
+	return option(func(s *settings) {
+		if c := s.forInbound("WithXRateLimitHeaders", "ClientRateLimit"); c != nil {
+			c.xHeaders = on
+		}
+	})
 }
 
 // maxKeyLen bounds the keys a ClientRateLimit stores; longer keys (a
@@ -70,18 +64,66 @@ const rateTableMax = 2048
 // [WithXRateLimitHeaders] adds the X-RateLimit-* fields.
 //
 // Per-key state lives in the registry and is bounded by it
-// ([WithRateLimitKeys]: a cap on keys, eviction of idle buckets, room made
+// ([WithKeyLimits]: a cap on keys, eviction of idle buckets, room made
 // for a new client at once, so that a client's first request is never
 // refused for what other clients did); keys longer than 128 bytes are
 // stored as a 64-bit hash, so a client cannot grow memory through a long
 // header value. A request whose key is "" uses the bucket of "", shared by
 // every such request.
 //
-// A ClientRateLimit is safe for concurrent use. An admitted request costs a
+// rl must not be nil, and key is required: every call site states what it
+// limits by (for example [RemoteAddrKey], or [ForwardedForKey] behind a
+// proxy). Other opts are [WithRateLimitPolicyName],
+// [WithXRateLimitHeaders], [WithObserver], [WithDenyHandler] and
+// [WithExempt].
+//
+// The middleware is safe for concurrent use. An admitted request costs a
 // map lookup, a token bucket update and, for buckets whose header values
 // fit a precomputed table (burst+1 times window+1 up to 2048), no
 // allocation.
-type ClientRateLimit struct {
+func ClientRateLimit(rl *RateLimiters, key KeyFunc, opts ...Option) (func(http.Handler) http.Handler, error) {
+	c := inboundConfig{policy: defaultRateLimitPolicy}
+	s := inboundSettings("ClientRateLimit", &c)
+	s.applyOptions(opts)
+	errs := s.errs
+	if rl == nil {
+		errs = append(errs, errors.New("breakwater: ClientRateLimit needs a RateLimiters registry"))
+	}
+	if key == nil {
+		errs = append(errs, errors.New("breakwater: ClientRateLimit needs a KeyFunc"))
+	}
+	if !validPolicyName(c.policy) {
+		errs = append(errs, fmt.Errorf("breakwater: invalid rate limit policy name %q", c.policy))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	crl := &clientRateLimit{
+		in:         newInbound(c, MechRateLimit, 0),
+		rl:         rl,
+		key:        key,
+		xHeaders:   c.xHeaders,
+		seed:       maphash.MakeSeed(),
+		policyName: c.policy,
+	}
+	burst := rl.cfg.burst
+	crl.window = max(1, int64(min(math.Ceil(float64(burst)/float64(rl.cfg.limit)), float64(maxHintSeconds))))
+	crl.interval = newGCRAParams(rl.cfg.limit, burst).interval
+	crl.policyHdr = []string{`"` + c.policy + `";q=` + strconv.Itoa(burst) + ";w=" + strconv.FormatInt(crl.window, 10)}
+	crl.limitHdr = []string{strconv.Itoa(burst)}
+	if n := (int64(burst) + 1) * (crl.window + 1); n <= rateTableMax {
+		crl.table = make([][]string, n)
+		for r := range int64(burst) + 1 {
+			for t := range crl.window + 1 {
+				crl.table[r*(crl.window+1)+t] = []string{crl.rateValue(r, t)}
+			}
+		}
+	}
+	return crl.wrap, nil
+}
+
+// clientRateLimit is a ClientRateLimit's state.
+type clientRateLimit struct {
 	in       inbound
 	rl       *RateLimiters
 	key      KeyFunc
@@ -94,54 +136,6 @@ type ClientRateLimit struct {
 	policyHdr  []string // the RateLimit-Policy value, shared, never modified
 	limitHdr   []string // X-RateLimit-Limit
 	table      [][]string
-}
-
-// NewClientRateLimit returns a rate limit on the buckets of rl, keyed by
-// key (for example [RemoteAddrKey], or [ForwardedForKey] behind a proxy).
-// rl must not be nil (an [Unlimited] registry is nil: mount nothing
-// instead) and key is required: every call site states what it limits by.
-func NewClientRateLimit(rl *RateLimiters, key KeyFunc, opts ...ClientRateLimitOption) (*ClientRateLimit, error) {
-	c := clientRateLimitConfig{policy: DefaultRateLimitPolicy}
-	for _, o := range opts {
-		if o != nil {
-			o.applyClientRateLimit(&c)
-		}
-	}
-	var errs []error
-	if rl == nil {
-		errs = append(errs, errors.New("breakwater: NewClientRateLimit needs a RateLimiters registry"))
-	}
-	if key == nil {
-		errs = append(errs, errors.New("breakwater: NewClientRateLimit needs a KeyFunc"))
-	}
-	if !validPolicyName(c.policy) {
-		errs = append(errs, fmt.Errorf("breakwater: invalid rate limit policy name %q", c.policy))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	crl := &ClientRateLimit{
-		in:         newInbound(c.inboundConfig, MechRateLimit, 0),
-		rl:         rl,
-		key:        key,
-		xHeaders:   c.xHeaders,
-		seed:       maphash.MakeSeed(),
-		policyName: c.policy,
-	}
-	burst := rl.Burst()
-	crl.window = max(1, int64(min(math.Ceil(float64(burst)/float64(rl.Limit())), float64(maxHintSeconds))))
-	crl.interval = newGCRAParams(rl.Limit(), burst).interval
-	crl.policyHdr = []string{`"` + c.policy + `";q=` + strconv.Itoa(burst) + ";w=" + strconv.FormatInt(crl.window, 10)}
-	crl.limitHdr = []string{strconv.Itoa(burst)}
-	if n := (int64(burst) + 1) * (crl.window + 1); n <= rateTableMax {
-		crl.table = make([][]string, n)
-		for r := range int64(burst) + 1 {
-			for t := range crl.window + 1 {
-				crl.table[r*(crl.window+1)+t] = []string{crl.rateValue(r, t)}
-			}
-		}
-	}
-	return crl, nil
 }
 
 func validPolicyName(s string) bool {
@@ -157,7 +151,7 @@ func validPolicyName(s string) bool {
 }
 
 // rateValue formats a RateLimit field value.
-func (crl *ClientRateLimit) rateValue(remaining, reset int64) string {
+func (crl *clientRateLimit) rateValue(remaining, reset int64) string {
 	var b [96]byte
 	out := append(b[:0], '"')
 	out = append(out, crl.policyName...)
@@ -168,23 +162,8 @@ func (crl *ClientRateLimit) rateValue(remaining, reset int64) string {
 	return string(out)
 }
 
-// Registry returns the rate limit's registry.
-func (crl *ClientRateLimit) Registry() *RateLimiters { return crl.rl }
-
-// Snapshot returns the state of every bucket in the registry.
-func (crl *ClientRateLimit) Snapshot() Snapshot {
-	return Snapshot{Name: crl.in.name, At: time.Now(), RateLimiters: crl.rl.Snapshots()}
-}
-
-// Close releases what the rate limit holds in the background. Today that
-// is nothing: idle buckets are evicted as new keys arrive, by the request
-// that inserts them, and no goroutine runs. Close exists so that owners
-// can defer it now and stay correct should background work appear; it is
-// safe to call more than once, and the middleware keeps working after it.
-func (crl *ClientRateLimit) Close() error { return nil }
-
 // storeKey bounds a key's length.
-func (crl *ClientRateLimit) storeKey(k string) string {
+func (crl *clientRateLimit) storeKey(k string) string {
 	if len(k) <= maxKeyLen {
 		return k
 	}
@@ -194,7 +173,7 @@ func (crl *ClientRateLimit) storeKey(k string) string {
 // setHeaders writes the RateLimit fields of st. The one-element value
 // slices of the precomputed table are shared by every response: net/http
 // only reads header values, and Set, Add and Del replace or copy them.
-func (crl *ClientRateLimit) setHeaders(h http.Header, st RateStatus) {
+func (crl *clientRateLimit) setHeaders(h http.Header, st RateLimitSnapshot) {
 	r := int64(st.Remaining)
 	t := min(retryAfterCeil(nextQuota(st, crl.interval)), crl.window)
 	h["Ratelimit-Policy"] = crl.policyHdr
@@ -216,7 +195,7 @@ func (crl *ClientRateLimit) setHeaders(h http.Header, st RateStatus) {
 // (draft-ietf-httpapi-ratelimit-headers). With no token left it is
 // RetryAfter, so t and Retry-After say the same; for a full bucket it is
 // 0.
-func nextQuota(st RateStatus, interval int64) time.Duration {
+func nextQuota(st RateLimitSnapshot, interval int64) time.Duration {
 	if st.Remaining == 0 {
 		return st.RetryAfter
 	}
@@ -237,8 +216,8 @@ func retryAfterCeil(d time.Duration) int64 {
 	return retryAfterSeconds(d)
 }
 
-// Middleware wraps next.
-func (crl *ClientRateLimit) Middleware(next http.Handler) http.Handler {
+// wrap is the middleware.
+func (crl *clientRateLimit) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if crl.in.exempt != nil && crl.in.exempt(r) {
 			next.ServeHTTP(w, r)
@@ -248,7 +227,7 @@ func (crl *ClientRateLimit) Middleware(next http.Handler) http.Handler {
 		key := crl.storeKey(crl.key(r))
 		st := crl.rl.take(r.Context(), key)
 		crl.setHeaders(w.Header(), st)
-		if !st.Allowed {
+		if st.Limited {
 			crl.in.reject(s.writer(w), r, Rejection{
 				Mechanism:  MechRateLimit,
 				Status:     crl.in.status,

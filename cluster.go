@@ -21,15 +21,17 @@ type SharedLimiter interface {
 	// Take asks for one request of key's quota of limit requests per
 	// second with a burst of burst, by the same GCRA the local limiter
 	// runs. A request that would have to wait at most maxWait (0: not at
-	// all) for its turn reserves it: st.Allowed is true and delay is how
-	// long to wait before going. Otherwise st.Allowed is false, nothing is
+	// all) for its turn reserves it: st.Limited is false and delay is how
+	// long to wait before going. Otherwise st.Limited is true, nothing is
 	// reserved, and st.RetryAfter says when a request would be admitted.
+	// The other fields of st are its Remaining and Reset, as far as the
+	// store knows them.
 	//
 	// An error means the store could not answer within its own budget;
 	// the caller then admits by its local share of the limit (see
 	// Replicas), so Take must return quickly, never block on the network
 	// for longer than a few milliseconds.
-	Take(ctx context.Context, key string, limit rate.Limit, burst int, maxWait time.Duration) (st RateStatus, delay time.Duration, err error)
+	Take(ctx context.Context, key string, limit rate.Limit, burst int, maxWait time.Duration) (st RateLimitSnapshot, delay time.Duration, err error)
 	// Replicas is how many replicas share the limits (at least 1): while
 	// the store fails, each replica admits limit/Replicas requests per
 	// second on its own.
@@ -37,7 +39,7 @@ type SharedLimiter interface {
 }
 
 // ClusterBus carries breaker trips and pauses between the replicas of a
-// service (see [WithSharedTrips] and [WithSharedPauses]). A replica
+// service (see [WithClusterBus]). A replica
 // publishes only what it saw itself; what it receives it applies without
 // publishing again, so nothing echoes. The Redis adapter implements it.
 //
@@ -75,24 +77,31 @@ type ClusterEvent struct {
 // admitted, and never multiplies the limit by the replica count. A refusal
 // from s is remembered until it ends, so a client over its limit costs no
 // round trip. A turn that a waiting request reserved in s and then gave up
-// stays spent. nil keeps the limiters local. Default: local.
-func WithSharedLimiter(s SharedLimiter) RateLimitOption {
-	return rateLimitOptionFunc(func(c *rateLimitConfig) { c.shared = s })
+// stays spent. nil keeps the limiters local. It configures [NewRateLimiters]
+// and [WithRateLimit]. Default: local.
+func WithSharedLimiter(s SharedLimiter) Option {
+	return option(func(st *settings) {
+		if st.rate == nil {
+			st.reject("WithSharedLimiter")
+			return
+		}
+		st.rate.shared = s
+	})
 }
 
 // admitShared is one admission through the shared store, reserving up to
 // maxWait ahead; delay is the wait before going. When the store failed
 // and the local share answered, p is the share's policy (for giving back a
 // reserved turn); otherwise p is zero.
-func (l *RateLimiter) admitShared(ctx context.Context, maxWait time.Duration) (st RateStatus, delay time.Duration, p gcraParams) {
+func (l *rateLimiter) admitShared(ctx context.Context, maxWait time.Duration) (st RateLimitSnapshot, delay time.Duration, p gcraParams) {
 	now := l.now()
 	if until := l.refused.Load(); now < until && time.Duration(until-now) > maxWait {
 		return l.refusal(time.Duration(until - now)), 0, gcraParams{}
 	}
 	st, delay, err := l.shared.Take(ctx, l.key, l.limit, l.burst, maxWait)
 	if err == nil {
-		st.Limit, st.Burst = l.limit, l.burst
-		if !st.Allowed {
+		st.Key, st.Limit, st.Burst = l.key, l.limit, l.burst
+		if st.Limited {
 			st.RetryAfter = max(st.RetryAfter, time.Nanosecond)
 			l.refused.Store(now + int64(st.RetryAfter))
 			delay = 0
@@ -102,7 +111,7 @@ func (l *RateLimiter) admitShared(ctx context.Context, maxWait time.Duration) (s
 	p = l.localParams()
 	ok, d, tat := l.cell.take(p, now, int64(maxWait))
 	st = l.status(p, tat, now)
-	st.Allowed = ok
+	st.Limited = !ok
 	if !ok {
 		return st, 0, gcraParams{}
 	}
@@ -112,13 +121,13 @@ func (l *RateLimiter) admitShared(ctx context.Context, maxWait time.Duration) (s
 // refusal is the status of a cached refusal that ends after retry: the
 // bucket holds less than one token, so it is full again retry plus
 // burst-1 intervals later.
-func (l *RateLimiter) refusal(retry time.Duration) RateStatus {
-	return RateStatus{Limit: l.limit, Burst: l.burst, RetryAfter: retry, Reset: retry + time.Duration(l.p.capacity-l.p.interval)}
+func (l *rateLimiter) refusal(retry time.Duration) RateLimitSnapshot {
+	return RateLimitSnapshot{Key: l.key, Limit: l.limit, Burst: l.burst, Limited: true, RetryAfter: retry, Reset: retry + time.Duration(l.p.capacity-l.p.interval)}
 }
 
 // localParams is the policy of the local bucket: the whole limit, or with
 // a shared limiter the replica's share of it.
-func (l *RateLimiter) localParams() gcraParams {
+func (l *rateLimiter) localParams() gcraParams {
 	if l.shared == nil {
 		return l.p
 	}
@@ -127,24 +136,13 @@ func (l *RateLimiter) localParams() gcraParams {
 
 // localStatus is what this replica knows of its quota at now: a refusal
 // the shared store gave, while it lasts, or the local bucket.
-func (l *RateLimiter) localStatus(now int64) RateStatus {
+func (l *rateLimiter) localStatus(now int64) RateLimitSnapshot {
 	if l.shared != nil {
 		if until := l.refused.Load(); now < until {
 			return l.refusal(time.Duration(until - now))
 		}
 	}
 	return l.status(l.localParams(), l.cell.tat.Load(), now)
-}
-
-// WithSharedPauses shares the gates' pauses through bus: a pause this
-// replica sets (a 429's Retry-After, a spent quota, [PauseGates.Pause])
-// holds the key on every replica for the time it has left, and
-// [PauseGates.Resume] ends it everywhere. Pauses travel asynchronously: a
-// call already admitted elsewhere when the pause is set still goes out,
-// and checking a key stays one atomic load, with no round trip. What a
-// replica receives it applies without publishing again. Default: local.
-func WithSharedPauses(bus ClusterBus) PauseOption {
-	return pauseOptionFunc(func(c *pauseConfig) { c.bus = bus })
 }
 
 // applyRemote applies another replica's pause or resume.
@@ -154,22 +152,6 @@ func (g *PauseGates) applyRemote(e ClusterEvent) {
 		return
 	}
 	g.resume(e.Key)
-}
-
-// WithSharedTrips shares the breakers' trips through bus. A breaker that
-// opens on its own failures, or by [Breaker.Trip], publishes the opening;
-// every other replica opens its breaker of the key for the time left
-// (plus jitter, the open jitter or at least 10 %, so that the replicas do
-// not probe in lockstep), with reason [ReasonCluster], and recovers
-// through its own half-open probes. [Breaker.Reset] closes the key on
-// every replica. Closing by probes stays local: each replica finds out for
-// itself that the dependency is back.
-//
-// Admission never touches the network: trips travel after the fact, and
-// what a replica receives it applies without publishing again. Whether a
-// trip needs a quorum of replicas is the bus's setting. Default: local.
-func WithSharedTrips(bus ClusterBus) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) { c.bus = bus })
 }
 
 // joinCluster publishes the registry's own openings and resets and applies
@@ -203,8 +185,8 @@ func (bs *Breakers) applyRemote(e ClusterEvent) {
 	b, pin := bs.acquire(e.Key) // kept in the registry until opened
 	defer pin.Release()
 	j := bs.cfg.jitter
-	if j < DefaultOpenJitter {
-		j = DefaultOpenJitter
+	if j < defaultOpenJitter {
+		j = defaultOpenJitter
 	}
 	d := time.Duration(addSat(int64(e.For), int64(fracSat(e.For, rand.Float64()*j))))
 	b.forceOpen(d, ReasonCluster, func(now int64) bool {
@@ -236,7 +218,7 @@ func (t *Transport) explainShared(b *strings.Builder, line func(indent int, labe
 		line(2, "pauses", "this replica's own")
 	}
 	switch bc := &t.breakers.cfg; {
-	case bc.mode == ModeDisabled:
+	case bc.mode == modeDisabled:
 		line(2, "breaker trips", "none")
 	case bc.bus != nil:
 		line(2, "breaker trips", "shared: openings and resets reach every replica after the fact (admission stays local)")

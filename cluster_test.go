@@ -26,13 +26,13 @@ type fakeShared struct {
 	waits    []time.Duration
 }
 
-func (f *fakeShared) Take(_ context.Context, key string, limit rate.Limit, burst int, maxWait time.Duration) (bw.RateStatus, time.Duration, error) {
+func (f *fakeShared) Take(_ context.Context, key string, limit rate.Limit, burst int, maxWait time.Duration) (bw.RateLimitSnapshot, time.Duration, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
 	f.waits = append(f.waits, maxWait)
 	if f.err != nil {
-		return bw.RateStatus{}, 0, f.err
+		return bw.RateLimitSnapshot{}, 0, f.err
 	}
 	if f.tat == nil {
 		f.tat = map[string]time.Time{}
@@ -46,15 +46,15 @@ func (f *fakeShared) Take(_ context.Context, key string, limit rate.Limit, burst
 	}
 	next := tat.Add(interval)
 	delay := next.Sub(now) - capacity
-	st := bw.RateStatus{Limit: limit, Burst: burst}
+	st := bw.RateLimitSnapshot{Limit: limit, Burst: burst}
 	backlog := tat.Sub(now)
 	if delay > maxWait {
-		st.RetryAfter = delay
+		st.Limited, st.RetryAfter = true, delay
 		st.Reset = backlog
 		return st, 0, nil
 	}
 	f.tat[key] = next
-	st.Allowed, st.Reset = true, next.Sub(now)
+	st.Reset = next.Sub(now)
 	if free := capacity - st.Reset; free >= interval {
 		st.Remaining = int(free / interval)
 	} else {
@@ -78,11 +78,7 @@ func TestSharedLimiterCachesRefusals(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		crl, err := bw.NewClientRateLimit(rl, bw.RemoteAddrKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := crl.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		h := mw(t)(bw.ClientRateLimit(rl, bw.RemoteAddrKey))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 		codes := []int{}
 		for range 5 {
 			codes = append(codes, from(h, "192.0.2.1:1").Code)
@@ -110,13 +106,13 @@ func TestSharedLimiterCachesRefusals(t *testing.T) {
 func TestSharedLimiterFallsBackToShare(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeShared{err: errors.New("down"), replicas: 3}
-		rl, err := bw.NewRateLimiters(30, 9, bw.WithSharedLimiter(f), bw.WithRateLimitWait(0))
+		rl, err := bw.NewRateLimiters(30, 9, bw.WithSharedLimiter(f), bw.WithMaxWait(0))
 		if err != nil {
 			t.Fatal(err)
 		}
 		admitted := 0
 		for range 20 {
-			if rl.Allow("k") {
+			if !rl.Take("k").Limited {
 				admitted++
 			}
 		}
@@ -126,7 +122,7 @@ func TestSharedLimiterFallsBackToShare(t *testing.T) {
 		time.Sleep(time.Second) // the share refills at 30/3 = 10/s
 		admitted = 0
 		for range 20 {
-			if rl.Allow("k") {
+			if !rl.Take("k").Limited {
 				admitted++
 			}
 		}
@@ -136,7 +132,7 @@ func TestSharedLimiterFallsBackToShare(t *testing.T) {
 		f.mu.Lock()
 		f.err = nil
 		f.mu.Unlock()
-		if st := rl.Take("k"); !st.Allowed || st.Remaining != 8 {
+		if st := rl.Take("k"); st.Limited || st.Remaining != 8 {
 			t.Fatalf("the store is back: %+v", st)
 		}
 	})
@@ -145,7 +141,7 @@ func TestSharedLimiterFallsBackToShare(t *testing.T) {
 func TestSharedLimiterWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeShared{}
-		rl, err := bw.NewRateLimiters(10, 1, bw.WithSharedLimiter(f), bw.WithRateLimitWait(time.Second))
+		rl, err := bw.NewRateLimiters(10, 1, bw.WithSharedLimiter(f), bw.WithMaxWait(time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -236,18 +232,18 @@ func TestSharedTrips(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := &hub{}
 		var remote []bw.Transition
-		a, err := bw.NewBreakers(bw.WithPolicy(bw.Consecutive(2)), bw.WithOpenTimeout(time.Second, time.Minute), bw.WithOpenJitter(0), bw.WithSharedTrips(h.bus()))
+		a, err := bw.NewBreakers(bw.WithPolicy(bw.Consecutive(2)), bw.WithOpenTimeout(time.Second, time.Minute), bw.WithOpenJitter(0), bw.WithClusterBus(h.bus()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := bw.NewBreakers(bw.WithOpenJitter(0), bw.WithSharedTrips(h.bus()), bw.OnTransition(func(tr bw.Transition) { remote = append(remote, tr) }))
+		b, err := bw.NewBreakers(bw.WithOpenJitter(0), bw.WithClusterBus(h.bus()), onTransition(func(tr bw.Transition) { remote = append(remote, tr) }))
 		if err != nil {
 			t.Fatal(err)
 		}
-		a.Melt("api", bw.ServerError)
-		a.Melt("api", bw.ServerError)
-		if a.State("api") != bw.StateOpen || b.State("api") != bw.StateOpen {
-			t.Fatalf("after A opened: A %v, B %v", a.State("api"), b.State("api"))
+		a.Get("api").RecordFailure(bw.ServerError)
+		a.Get("api").RecordFailure(bw.ServerError)
+		if a.Get("api").State() != bw.StateOpen || b.Get("api").State() != bw.StateOpen {
+			t.Fatalf("after A opened: A %v, B %v", a.Get("api").State(), b.Get("api").State())
 		}
 		if len(remote) != 1 || remote[0].Reason != bw.ReasonCluster || remote[0].OpenFor < time.Second || remote[0].OpenFor > 1100*time.Millisecond {
 			t.Fatalf("B's transitions %+v: want one opening by the cluster for 1 s plus at most 10 %% jitter", remote)
@@ -257,17 +253,17 @@ func TestSharedTrips(t *testing.T) {
 		}
 		// B recovers on its own: half-open after its (jittered) open time.
 		time.Sleep(remote[0].OpenFor)
-		if s := b.State("api"); s != bw.StateHalfOpen {
+		if s := b.Get("api").State(); s != bw.StateHalfOpen {
 			t.Fatalf("B after its open time: %v", s)
 		}
 		// A manual trip and reset reach every replica.
-		a.Trip("db", 5*time.Second)
-		if b.State("db") != bw.StateOpen {
-			t.Fatalf("B after A's Trip: %v", b.State("db"))
+		a.Get("db").Trip(5 * time.Second)
+		if b.Get("db").State() != bw.StateOpen {
+			t.Fatalf("B after A's Trip: %v", b.Get("db").State())
 		}
-		a.Reset("db")
-		if b.State("db") != bw.StateClosed {
-			t.Fatalf("B after A's Reset: %v", b.State("db"))
+		a.Get("db").Reset()
+		if b.Get("db").State() != bw.StateClosed {
+			t.Fatalf("B after A's Reset: %v", b.Get("db").State())
 		}
 		if sent := h.published(); len(sent) != 3 || !sent[1].Manual || !sent[2].Manual || sent[2].For != 0 {
 			t.Fatalf("published %+v", sent)
@@ -278,16 +274,16 @@ func TestSharedTrips(t *testing.T) {
 func TestSharedPauses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := &hub{}
-		a, err := bw.NewPauseGates(bw.WithSharedPauses(h.bus()))
+		a, err := bw.NewPauseGates(bw.WithClusterBus(h.bus()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := bw.NewPauseGates(bw.WithSharedPauses(h.bus()))
+		b, err := bw.NewPauseGates(bw.WithClusterBus(h.bus()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		a.Observe("api.example", bw.Outcome{Category: bw.Throttled, HasRetryAfter: true, RetryAfter: 2 * time.Second})
-		if r := b.Remaining("api.example"); r != 2*time.Second {
+		a.Observe("api.example", bw.Outcome{Category: bw.Throttled, HasRetryAfter: true, RetryAfter: 2 * time.Second}, nil)
+		if r := pauseLeft(b, "api.example"); r != 2*time.Second {
 			t.Fatalf("B paused for %v after A's 429, want 2s", r)
 		}
 		a.Pause("api.example", time.Second) // shorter: no change, nothing sent
@@ -300,7 +296,7 @@ func TestSharedPauses(t *testing.T) {
 			t.Fatalf("B's call during A's pause: %v", err)
 		}
 		a.Resume("api.example")
-		if r := b.Remaining("api.example"); r != 0 {
+		if r := pauseLeft(b, "api.example"); r != 0 {
 			t.Fatalf("B still paused for %v after A's Resume", r)
 		}
 	})
@@ -310,8 +306,8 @@ func TestExplainSaysWhatIsShared(t *testing.T) {
 	h := &hub{}
 	tr, err := bw.NewTransport(
 		bw.WithRateLimit(100, 10, bw.WithSharedLimiter(&fakeShared{replicas: 3})),
-		bw.WithPauseGate(bw.WithSharedPauses(h.bus())),
-		bw.WithBreaker(bw.WithSharedTrips(h.bus())),
+		bw.WithClusterBus(h.bus()),
+		bw.WithClusterBus(h.bus()),
 	)
 	if err != nil {
 		t.Fatal(err)

@@ -13,66 +13,58 @@ import (
 	"github.com/breakwater-go/breakwater/internal/keyed"
 )
 
-// A BulkheadOption configures [NewBulkhead], [NewBulkheads] and
-// [WithConcurrencyLimit].
-type BulkheadOption interface{ applyBulkhead(*bulkheadConfig) }
-
-type bulkheadOptionFunc func(*bulkheadConfig)
-
-func (f bulkheadOptionFunc) applyBulkhead(c *bulkheadConfig) { f(c) }
-
+// bulkheadConfig is the configuration of a registry of bulkheads.
 type bulkheadConfig struct {
 	limit    int
-	maxQueue int
+	maxQueue int // 0: no bound but the wait
 	maxWait  time.Duration
+	waitSet  bool
 	adaptive AdaptiveLimit
 	maxKeys  int
 	idleTTL  time.Duration
 }
 
-// WithBulkheadQueue lets up to maxLen requests wait, in arrival order, for
-// a slot, each for at most maxWait (and never past its context's
-// deadline). Both 0, the default, refuse a request at once when every slot
-// is taken. maxLen and maxWait must be both positive or both 0.
-func WithBulkheadQueue(maxLen int, maxWait time.Duration) BulkheadOption {
-	return bulkheadOptionFunc(func(c *bulkheadConfig) { c.maxQueue, c.maxWait = maxLen, maxWait })
+// newBulkheadConfig returns the defaults of a registry of bulkheads of
+// limit slots each.
+func newBulkheadConfig(limit int) bulkheadConfig {
+	return bulkheadConfig{limit: limit, maxKeys: defaultMaxKeys, idleTTL: defaultIdleTTL}
 }
 
-// WithBulkheadKeys bounds a [Bulkheads] registry: at most maxKeys
-// bulkheads, and idle ones (no slot held, nobody waiting, unused for
-// idleTTL) are evicted; an adaptive limit starts again from the initial
-// limit after eviction. A full registry makes room for a new key by
-// evicting an idle bulkhead; one with a slot held or a request waiting is
-// never evicted, and while every bulkhead is such the registry grows up to
-// twice maxKeys. Defaults: [DefaultMaxKeys] and [DefaultKeyIdleTTL]; a
-// [Transport] uses its [WithKeyLimits] values.
-func WithBulkheadKeys(maxKeys int, idleTTL time.Duration) BulkheadOption {
-	return bulkheadOptionFunc(func(c *bulkheadConfig) { c.maxKeys, c.idleTTL = maxKeys, idleTTL })
-}
-
-// WithAdaptiveLimit makes the limit move with what the released slots
-// report, starting from the bulkhead's limit: [AIMD] or [Gradient]. nil,
-// the default, keeps the limit fixed.
-func WithAdaptiveLimit(a AdaptiveLimit) BulkheadOption {
-	return bulkheadOptionFunc(func(c *bulkheadConfig) { c.adaptive = a })
-}
-
-func newBulkheadConfig(limit int, defaults, opts []BulkheadOption) (*bulkheadConfig, error) {
-	c := &bulkheadConfig{limit: limit, maxKeys: DefaultMaxKeys, idleTTL: DefaultKeyIdleTTL}
-	for _, o := range defaults {
-		o.applyBulkhead(c)
-	}
-	for _, o := range opts {
-		if o != nil {
-			o.applyBulkhead(c)
+// bulkheadOption is an option of the bulkheads of [NewBulkheads] and
+// [WithConcurrencyLimit].
+func bulkheadOption(name string, fn func(*bulkheadConfig)) Option {
+	return option(func(s *settings) {
+		if s.bulk == nil {
+			s.reject(name)
+			return
 		}
-	}
-	var errs []error
+		fn(s.bulk)
+	})
+}
+
+// WithMaxQueue bounds how many requests may wait for a slot of a bulkhead
+// at once (see [WithMaxWait] for how long each may); a request that finds
+// the queue full is refused at once. 0 means no bound but the wait. It
+// configures [NewBulkheads] and [WithConcurrencyLimit]. Default: 0.
+func WithMaxQueue(n int) Option {
+	return bulkheadOption("WithMaxQueue", func(c *bulkheadConfig) { c.maxQueue = n })
+}
+
+// WithAdaptiveLimit makes a bulkhead's limit move with what the released
+// slots report, starting from its limit: [AIMD] or [Gradient]. nil keeps
+// the limit fixed. It configures [NewBulkheads] and [WithConcurrencyLimit].
+// Default: fixed.
+func WithAdaptiveLimit(a AdaptiveLimit) Option {
+	return bulkheadOption("WithAdaptiveLimit", func(c *bulkheadConfig) { c.adaptive = a })
+}
+
+// validate reports every invalid value of c, and errs, its options'.
+func (c *bulkheadConfig) validate(errs []error) error {
 	if c.limit < 1 || c.limit > maxBulkheadLimit {
 		errs = append(errs, fmt.Errorf("breakwater: concurrency limit must be in [1, %d], got %d", maxBulkheadLimit, c.limit))
 	}
-	if c.maxQueue < 0 || c.maxWait < 0 || (c.maxQueue == 0) != (c.maxWait == 0) {
-		errs = append(errs, fmt.Errorf("breakwater: bulkhead queue needs a length and a wait both > 0 or both 0, got %d and %s", c.maxQueue, c.maxWait))
+	if c.maxQueue < 0 || c.maxQueue > 0 && c.maxWait == 0 {
+		errs = append(errs, fmt.Errorf("breakwater: a bulkhead queue needs a length >= 0 and, to wait in it, a wait > 0 (WithMaxWait), got %d and %s", c.maxQueue, c.maxWait))
 	}
 	if c.maxKeys < 1 || c.maxKeys > keyed.MaxKeys || c.idleTTL <= 0 {
 		errs = append(errs, fmt.Errorf("breakwater: bulkhead keys need maxKeys in [1, %d] and idleTTL > 0, got %d and %s", keyed.MaxKeys, c.maxKeys, c.idleTTL))
@@ -82,25 +74,18 @@ func newBulkheadConfig(limit int, defaults, opts []BulkheadOption) (*bulkheadCon
 			errs = append(errs, err)
 		}
 	}
-	return c, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // maxBulkheadLimit bounds limits so that the in-flight count fits its
 // 32 bits.
 const maxBulkheadLimit = 1 << 30
 
-// Bulkhead bounds how many requests are in flight at once for one key.
-// Each request takes a [Slot] with [Bulkhead.Acquire] and gives it back
-// with [Slot.Release] when it is over. When every slot is taken, a request
-// waits in a bounded FIFO queue (see [WithBulkheadQueue]) or is refused at
-// once with an [*Error] matching [ErrConcurrencyLimit]. An
-// adaptive limit ([WithAdaptiveLimit]) moves the limit with the latencies
-// and drops the slots report.
-//
-// The uncontended path (a free slot and nobody waiting) is a few atomic
-// operations, allocation-free; waiting takes a lock. A Bulkhead is safe for
-// concurrent use; a nil *Bulkhead admits everything.
-type Bulkhead struct {
+// bulkhead bounds how many requests are in flight at once for one key;
+// see [Bulkheads]. The uncontended path (a free slot and nobody waiting) is
+// a few atomic operations, allocation-free; waiting takes a lock. It is
+// safe for concurrent use; a nil *bulkhead admits everything.
+type bulkhead struct {
 	key   string
 	cfg   *bulkheadConfig
 	state atomic.Uint64 // epoch<<32 | slots in flight
@@ -116,22 +101,12 @@ const inFlightMask = 1<<32 - 1
 
 type bulkheadWaiter struct {
 	ch      chan struct{} // buffered; receives the grant
-	granted bool          // guarded by Bulkhead.mu
+	granted bool          // guarded by bulkhead.mu
 	slot    Slot
 }
 
-// NewBulkhead returns a bulkhead of limit slots, or an error describing
-// every invalid argument or option. limit must be at least 1.
-func NewBulkhead(limit int, opts ...BulkheadOption) (*Bulkhead, error) {
-	c, err := newBulkheadConfig(limit, nil, opts)
-	if err != nil {
-		return nil, err
-	}
-	return c.newBulkhead(""), nil
-}
-
-func (c *bulkheadConfig) newBulkhead(key string) *Bulkhead {
-	b := &Bulkhead{key: key, cfg: c, start: time.Now()}
+func (c *bulkheadConfig) newBulkhead(key string) *bulkhead {
+	b := &bulkhead{key: key, cfg: c, start: time.Now()}
 	b.limit.Store(int64(c.limit))
 	if c.adaptive != nil {
 		b.adapt, _ = c.adaptive.adaptive(c.limit)
@@ -139,24 +114,16 @@ func (c *bulkheadConfig) newBulkhead(key string) *Bulkhead {
 	return b
 }
 
-func (b *Bulkhead) now() int64 { return int64(time.Since(b.start)) }
+func (b *bulkhead) now() int64 { return int64(time.Since(b.start)) }
 
-// Key returns the bulkhead's key ("" for one made by [NewBulkhead]).
-func (b *Bulkhead) Key() string {
-	if b == nil {
-		return ""
-	}
-	return b.key
-}
-
-// Slot is one admission by a [Bulkhead]. Give it back exactly once with
-// [Slot.Release] (or [Slot.Drop] or [Slot.Ignore], which also tell an
-// adaptive limit what happened) when the request is over. The methods
+// Slot is one admission by a bulkhead of [Bulkheads]. Give it back exactly
+// once with [Slot.Release] (or [Slot.Drop] or [Slot.Ignore], which also
+// tell an adaptive limit what happened) when the request is over. The methods
 // clear the Slot, so calling one again on the same variable does nothing;
 // a copy of a Slot is the same slot, so release only one copy. A Slot is
 // not safe for concurrent use. The zero Slot holds nothing.
 type Slot struct {
-	b       *Bulkhead
+	b       *bulkhead
 	epoch   uint32
 	verdict slotVerdict
 	start   int64 // adaptive limits: bulkhead nanoseconds at admission
@@ -170,11 +137,11 @@ const (
 	slotIgnore                    // nothing to learn
 )
 
-// Held reports whether the slot still has to be given back.
-func (s *Slot) Held() bool { return s.b != nil }
+// held reports whether the slot still has to be given back.
+func (s *Slot) held() bool { return s.b != nil }
 
 // Release gives the slot back. For an adaptive limit it reports a request
-// that completed normally, with the time since [Bulkhead.Acquire] as its
+// that completed normally, with the time since [Bulkheads.Acquire] as its
 // latency.
 func (s *Slot) Release() { s.done(slotOK) }
 
@@ -213,27 +180,9 @@ func (s *Slot) done(v slotVerdict) {
 	b.release(s.epoch, s.start, v)
 }
 
-// Acquire takes a slot. When every slot is taken it waits in the queue, if
-// the bulkhead has one with room, until a slot is free, the queue wait
-// ends or ctx's deadline is reached; then, or at once without a queue, it
-// returns an [*Error] matching [ErrConcurrencyLimit]. If ctx ends while
-// waiting, Acquire
-// returns ctx.Err(). Slots are granted to waiters in arrival order.
-func (b *Bulkhead) Acquire(ctx context.Context) (Slot, error) { return b.acquire(ctx, time.Time{}) }
-
-// TryAcquire takes a slot if one is free now, without waiting.
-func (b *Bulkhead) TryAcquire() (Slot, bool) {
-	if b == nil {
-		return Slot{}, true
-	}
-	if b.nwait.Load() != 0 {
-		return Slot{}, false
-	}
-	return b.tryAcquire()
-}
-
-// acquire is Acquire with an extra deadline dl (zero: none).
-func (b *Bulkhead) acquire(ctx context.Context, dl time.Time) (Slot, error) {
+// acquire takes a slot, waiting until dl at the latest (zero: no deadline
+// but ctx's); see [Bulkheads.Acquire].
+func (b *bulkhead) acquire(ctx context.Context, dl time.Time) (Slot, error) {
 	if b == nil {
 		return Slot{}, nil
 	}
@@ -245,7 +194,7 @@ func (b *Bulkhead) acquire(ctx context.Context, dl time.Time) (Slot, error) {
 	return b.acquireSlow(ctx, dl)
 }
 
-func (b *Bulkhead) tryAcquire() (Slot, bool) {
+func (b *bulkhead) tryAcquire() (Slot, bool) {
 	limit := uint64(b.limit.Load())
 	for {
 		st := b.state.Load()
@@ -262,7 +211,7 @@ func (b *Bulkhead) tryAcquire() (Slot, bool) {
 	}
 }
 
-func (b *Bulkhead) acquireSlow(ctx context.Context, dl time.Time) (Slot, error) {
+func (b *bulkhead) acquireSlow(ctx context.Context, dl time.Time) (Slot, error) {
 	b.mu.Lock()
 	// Counting ourselves before looking at the slots pairs with release,
 	// which frees a slot before looking at nwait: one of the two sees the
@@ -280,7 +229,7 @@ func (b *Bulkhead) acquireSlow(ctx context.Context, dl time.Time) (Slot, error) 
 	if left, ok := timeLeft(ctx, dl, t); ok && left < wait {
 		wait = left
 	}
-	if len(b.queue) >= b.cfg.maxQueue || wait <= 0 {
+	if b.cfg.maxQueue > 0 && len(b.queue) >= b.cfg.maxQueue || wait <= 0 {
 		b.nwait.Add(-1)
 		b.mu.Unlock()
 		return Slot{}, b.reject(0)
@@ -311,7 +260,7 @@ func (b *Bulkhead) acquireSlow(ctx context.Context, dl time.Time) (Slot, error) 
 
 // leave takes w out of the queue, or reports false when it was granted a
 // slot already.
-func (b *Bulkhead) leave(w *bulkheadWaiter) bool {
+func (b *bulkhead) leave(w *bulkheadWaiter) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if w.granted {
@@ -324,7 +273,7 @@ func (b *Bulkhead) leave(w *bulkheadWaiter) bool {
 	return true
 }
 
-func (b *Bulkhead) reject(waited time.Duration) error {
+func (b *bulkhead) reject(waited time.Duration) error {
 	e := rejected(ErrConcurrencyLimit, b.key, time.Time{})
 	e.limit, e.inFlight, e.waited = int(b.limit.Load()), int(b.state.Load()&inFlightMask), waited
 	return e
@@ -332,7 +281,7 @@ func (b *Bulkhead) reject(waited time.Duration) error {
 
 // release gives back a slot of epoch; a slot from before a Reset is not
 // counted any more.
-func (b *Bulkhead) release(epoch uint32, start int64, v slotVerdict) {
+func (b *bulkhead) release(epoch uint32, start int64, v slotVerdict) {
 	for {
 		st := b.state.Load()
 		if uint32(st>>32) != epoch || st&inFlightMask == 0 {
@@ -351,7 +300,7 @@ func (b *Bulkhead) release(epoch uint32, start int64, v slotVerdict) {
 }
 
 // dispatch grants free slots to waiters in arrival order.
-func (b *Bulkhead) dispatch() {
+func (b *bulkhead) dispatch() {
 	b.mu.Lock()
 	for len(b.queue) > 0 {
 		s, ok := b.tryAcquire()
@@ -371,58 +320,17 @@ func (b *Bulkhead) dispatch() {
 	b.mu.Unlock()
 }
 
-// InFlight reports how many slots are held.
-func (b *Bulkhead) InFlight() int {
-	if b == nil {
-		return 0
-	}
-	return int(b.state.Load() & inFlightMask)
-}
-
-// Limit reports the current limit (0 for nil).
-func (b *Bulkhead) Limit() int {
-	if b == nil {
-		return 0
-	}
-	return int(b.limit.Load())
-}
-
-// Queued reports how many requests are waiting for a slot.
-func (b *Bulkhead) Queued() int {
-	if b == nil {
-		return 0
-	}
+// queued reports how many requests are waiting for a slot.
+func (b *bulkhead) queued() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.queue)
 }
 
-// Reset forgets every slot held, as if all were released, without
-// stopping the requests that hold them (their Release then does nothing),
-// and sets an adaptive limit back to its initial value. Waiting requests
-// are granted the freed slots.
-func (b *Bulkhead) Reset() {
-	if b == nil {
-		return
-	}
-	b.mu.Lock()
-	for {
-		st := b.state.Load()
-		if b.state.CompareAndSwap(st, (st>>32+1)<<32) {
-			break
-		}
-	}
-	if b.adapt != nil {
-		b.adapt.reset(b)
-	}
-	b.mu.Unlock()
-	b.dispatch()
-}
-
 // weigh tells the registry what evicting the bulkhead would lose (see
 // [keyed.Map]): slots held or requests waiting must not be lost; an adaptive
 // limit that moved from its start is worth keeping.
-func (b *Bulkhead) weigh(time.Time) keyed.Keep {
+func (b *bulkhead) weigh(time.Time) keyed.Keep {
 	switch {
 	case b.state.Load()&inFlightMask != 0 || b.nwait.Load() != 0:
 		return keyed.Hard
@@ -442,69 +350,65 @@ type BulkheadSnapshot struct {
 	Saturated bool `json:"saturated"`
 }
 
-// Snapshot returns the bulkhead's current state.
-func (b *Bulkhead) Snapshot() BulkheadSnapshot {
-	if b == nil {
-		return BulkheadSnapshot{}
-	}
-	s := BulkheadSnapshot{Key: b.key, Limit: b.Limit(), InFlight: b.InFlight(), Queued: b.Queued()}
+// snapshot returns the bulkhead's current state.
+func (b *bulkhead) snapshot() BulkheadSnapshot {
+	s := BulkheadSnapshot{Key: b.key, Limit: int(b.limit.Load()), InFlight: int(b.state.Load() & inFlightMask), Queued: b.queued()}
 	s.Saturated = s.InFlight >= s.Limit
 	return s
 }
 
 // Bulkheads is a registry of bulkheads, one per key, all configured alike,
-// created on first use and bounded in number (see [WithBulkheadKeys]). It
-// is safe for concurrent use. Reads never create a bulkhead. A nil
-// *Bulkheads admits everything.
+// each bounding how many requests are in flight at once for its key. Each
+// request takes a [Slot] with [Bulkheads.Acquire] and gives it back when it
+// is over. When every slot is taken, a request waits for one in arrival
+// order, up to the longest wait ([WithMaxWait]; default 0: refused at once)
+// and within its deadline, in a queue of at most [WithMaxQueue] requests,
+// or is refused with an [*Error] matching [ErrConcurrencyLimit]. An
+// adaptive limit ([WithAdaptiveLimit]) moves the limit with the latencies
+// and drops the slots report. The uncontended path (a free slot and nobody
+// waiting) is a few atomic operations, allocation-free. It is safe for
+// concurrent use.
+//
+// The registry is bounded ([WithKeyLimits]): idle bulkheads (no slot held,
+// nobody waiting, unused for idleTTL) are evicted, an adaptive limit
+// starting again from the initial limit; a full registry makes room for a
+// new key by evicting an idle bulkhead, one with a slot held or a request
+// waiting never, and while every bulkhead is such the registry grows up to
+// twice maxKeys. A key never has two bulkheads, which would double its
+// limit.
 type Bulkheads struct {
 	cfg *bulkheadConfig
-	m   *keyed.Map[*Bulkhead]
+	m   *keyed.Map[*bulkhead]
 }
 
-// NewBulkheads returns a registry of bulkheads of limit slots each, or an
-// error describing every invalid argument or option.
-func NewBulkheads(limit int, opts ...BulkheadOption) (*Bulkheads, error) {
-	return newBulkheads(limit, nil, opts)
+// NewBulkheads returns a registry of bulkheads of limit slots each,
+// configured by opts ([WithMaxWait], [WithMaxQueue], [WithAdaptiveLimit],
+// [WithKeyLimits]), or an error describing every invalid argument or
+// option.
+func NewBulkheads(limit int, opts ...Option) (*Bulkheads, error) {
+	c := newBulkheadConfig(limit)
+	s := settings{to: "NewBulkheads", bulk: &c}
+	s.applyOptions(opts)
+	return buildBulkheads(c, s.errs)
 }
 
-func newBulkheads(limit int, defaults, opts []BulkheadOption) (*Bulkheads, error) {
-	c, err := newBulkheadConfig(limit, defaults, opts)
-	if err != nil {
+// buildBulkheads returns the registry of c, or an error describing errs,
+// its options', and every invalid value.
+func buildBulkheads(c bulkheadConfig, errs []error) (*Bulkheads, error) {
+	if err := c.validate(errs); err != nil {
 		return nil, err
 	}
-	return &Bulkheads{cfg: c, m: keyed.New(c.maxKeys, c.idleTTL, c.newBulkhead, (*Bulkhead).weigh)}, nil
+	return &Bulkheads{cfg: &c, m: keyed.New(c.maxKeys, c.idleTTL, c.newBulkhead, (*bulkhead).weigh)}, nil
 }
 
-// Get returns key's bulkhead, creating it if needed (nil for a nil
-// registry).
-func (bs *Bulkheads) Get(key string) *Bulkhead {
-	if bs == nil {
-		return nil
-	}
-	return bs.m.Get(key)
-}
-
-// Lookup returns key's bulkhead without creating it.
-func (bs *Bulkheads) Lookup(key string) (*Bulkhead, bool) {
-	if bs == nil {
-		return nil, false
-	}
-	return bs.m.Lookup(key)
-}
-
-// Len reports how many bulkheads the registry holds.
-func (bs *Bulkheads) Len() int {
-	if bs == nil {
-		return 0
-	}
-	return bs.m.Len()
-}
-
-// Acquire takes a slot of key's bulkhead. See [Bulkhead.Acquire].
+// Acquire takes a slot of key's bulkhead. When every slot is taken it
+// waits for one, in arrival order, while the queue has room, until a slot
+// is free, the longest wait ends or ctx's deadline is reached; then, or at
+// once when the bulkhead does not wait, it returns an [*Error] matching
+// [ErrConcurrencyLimit]. If ctx ends while waiting, Acquire returns
+// ctx.Err(); with a ctx that has ended already, Acquire takes a free slot
+// or fails at once.
 func (bs *Bulkheads) Acquire(ctx context.Context, key string) (Slot, error) {
-	if bs == nil {
-		return Slot{}, nil
-	}
 	return bs.acquire(ctx, key, time.Time{})
 }
 
@@ -518,46 +422,18 @@ func (bs *Bulkheads) acquire(ctx context.Context, key string, dl time.Time) (Slo
 	return e.Value.acquire(ctx, dl)
 }
 
-// InFlight reports how many of key's slots are held.
-func (bs *Bulkheads) InFlight(key string) int {
-	b, _ := bs.Lookup(key)
-	return b.InFlight()
+// Snapshot returns the state of every bulkhead in the registry; a
+// *Bulkheads is a source for the status page.
+func (bs *Bulkheads) Snapshot() Snapshot {
+	return Snapshot{At: time.Now(), Bulkheads: bs.snapshots()}
 }
 
-// Limit reports key's current limit: the configured one for a key never
-// used (0 for a nil registry).
-func (bs *Bulkheads) Limit(key string) int {
-	if bs == nil {
-		return 0
-	}
-	if b, ok := bs.Lookup(key); ok {
-		return b.Limit()
-	}
-	return bs.cfg.limit
-}
-
-// Reset forgets key's slots. See [Bulkhead.Reset].
-func (bs *Bulkheads) Reset(key string) {
-	if b, ok := bs.Lookup(key); ok {
-		b.Reset()
-	}
-}
-
-// Snapshot returns key's state, or false when no bulkhead exists for key.
-func (bs *Bulkheads) Snapshot(key string) (BulkheadSnapshot, bool) {
-	b, ok := bs.Lookup(key)
-	if !ok {
-		return BulkheadSnapshot{}, false
-	}
-	return b.Snapshot(), true
-}
-
-// Snapshots returns the state of every bulkhead in the registry.
-func (bs *Bulkheads) Snapshots() []BulkheadSnapshot {
+// snapshots returns the state of every bulkhead in the registry.
+func (bs *Bulkheads) snapshots() []BulkheadSnapshot {
 	if bs == nil {
 		return nil
 	}
 	var out []BulkheadSnapshot
-	bs.m.Each(func(_ string, b *Bulkhead) { out = append(out, b.Snapshot()) })
+	bs.m.Each(func(_ string, b *bulkhead) { out = append(out, b.snapshot()) })
 	return out
 }

@@ -19,40 +19,55 @@ import (
 	"github.com/breakwater-go/breakwater/breakwatertest"
 )
 
-func newBulkhead(t *testing.T, limit int, opts ...bw.BulkheadOption) *bw.Bulkhead {
+// keyBulkhead is one key of a registry of bulkheads.
+type keyBulkhead struct{ bs *bw.Bulkheads }
+
+func newBulkhead(t *testing.T, limit int, opts ...bw.Option) keyBulkhead {
 	t.Helper()
-	b, err := bw.NewBulkhead(limit, opts...)
+	b, err := bw.NewBulkheads(limit, opts...)
 	if err != nil {
-		t.Fatalf("NewBulkhead: %v", err)
+		t.Fatalf("NewBulkheads: %v", err)
 	}
-	return b
+	return keyBulkhead{b}
 }
+
+func (b keyBulkhead) Acquire(ctx context.Context) (bw.Slot, error) { return b.bs.Acquire(ctx, "k") }
+
+// TryAcquire takes a free slot without waiting: Acquire with a context
+// that has ended.
+func (b keyBulkhead) TryAcquire() (bw.Slot, bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	s, err := b.bs.Acquire(ctx, "k")
+	return s, err == nil
+}
+
+func (b keyBulkhead) Snapshot() bw.BulkheadSnapshot { s, _ := bulkheadOf(b.bs, "k"); return s }
+func (b keyBulkhead) InFlight() int                 { return b.Snapshot().InFlight }
+func (b keyBulkhead) Queued() int                   { return b.Snapshot().Queued }
+func (b keyBulkhead) Limit() int                    { return b.Snapshot().Limit }
 
 func TestBulkheadOptionValidation(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		limit int
-		opts  []bw.BulkheadOption
+		opts  []bw.Option
 	}{
 		{"zero limit", 0, nil},
 		{"huge limit", 1 << 31, nil},
-		{"queue without wait", 4, []bw.BulkheadOption{bw.WithBulkheadQueue(4, 0)}},
-		{"wait without queue", 4, []bw.BulkheadOption{bw.WithBulkheadQueue(0, time.Second)}},
-		{"negative queue", 4, []bw.BulkheadOption{bw.WithBulkheadQueue(-1, time.Second)}},
-		{"no keys", 4, []bw.BulkheadOption{bw.WithBulkheadKeys(0, time.Minute)}},
-		{"AIMD max below limit", 4, []bw.BulkheadOption{bw.WithAdaptiveLimit(bw.AIMD{Max: 2})}},
-		{"AIMD min above limit", 4, []bw.BulkheadOption{bw.WithAdaptiveLimit(bw.AIMD{Min: 5})}},
-		{"AIMD backoff 1", 4, []bw.BulkheadOption{bw.WithAdaptiveLimit(bw.AIMD{Backoff: 1})}},
-		{"AIMD negative increase", 4, []bw.BulkheadOption{bw.WithAdaptiveLimit(bw.AIMD{Increase: -1})}},
-		{"AIMD negative timeout", 4, []bw.BulkheadOption{bw.WithAdaptiveLimit(bw.AIMD{Timeout: -1})}},
-		{"gradient smoothing 2", 4, []bw.BulkheadOption{bw.WithAdaptiveLimit(bw.Gradient{Smoothing: 2})}},
-		{"gradient tolerance 0.5", 4, []bw.BulkheadOption{bw.WithAdaptiveLimit(bw.Gradient{Tolerance: 0.5})}},
-		{"gradient long window", 4, []bw.BulkheadOption{bw.WithAdaptiveLimit(bw.Gradient{LongWindow: -1})}},
+		{"queue without wait", 4, []bw.Option{bw.WithMaxQueue(4), bw.WithMaxWait(0)}},
+		{"negative queue", 4, []bw.Option{bw.WithMaxQueue(-1), bw.WithMaxWait(time.Second)}},
+		{"no keys", 4, []bw.Option{bw.WithKeyLimits(0, time.Minute)}},
+		{"AIMD max below limit", 4, []bw.Option{bw.WithAdaptiveLimit(bw.AIMD{Max: 2})}},
+		{"AIMD min above limit", 4, []bw.Option{bw.WithAdaptiveLimit(bw.AIMD{Min: 5})}},
+		{"AIMD backoff 1", 4, []bw.Option{bw.WithAdaptiveLimit(bw.AIMD{Backoff: 1})}},
+		{"AIMD negative increase", 4, []bw.Option{bw.WithAdaptiveLimit(bw.AIMD{Increase: -1})}},
+		{"AIMD negative timeout", 4, []bw.Option{bw.WithAdaptiveLimit(bw.AIMD{Timeout: -1})}},
+		{"gradient smoothing 2", 4, []bw.Option{bw.WithAdaptiveLimit(bw.Gradient{Smoothing: 2})}},
+		{"gradient tolerance 0.5", 4, []bw.Option{bw.WithAdaptiveLimit(bw.Gradient{Tolerance: 0.5})}},
+		{"gradient long window", 4, []bw.Option{bw.WithAdaptiveLimit(bw.Gradient{LongWindow: -1})}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := bw.NewBulkhead(tc.limit, tc.opts...); err == nil {
-				t.Error("NewBulkhead accepted it")
-			}
 			if _, err := bw.NewBulkheads(tc.limit, tc.opts...); err == nil {
 				t.Error("NewBulkheads accepted it")
 			}
@@ -82,7 +97,7 @@ func TestBulkheadRejectsAtOnceWithoutQueue(t *testing.T) {
 	}
 	s1.Release()
 	s1.Release() // a second Release of the same slot does nothing
-	if b.InFlight() != 1 || s1.Held() || !s2.Held() {
+	if b.InFlight() != 1 {
 		t.Fatalf("in flight %d after releasing one slot twice", b.InFlight())
 	}
 	s3, ok := b.TryAcquire()
@@ -100,7 +115,7 @@ func TestBulkheadRejectsAtOnceWithoutQueue(t *testing.T) {
 
 func TestBulkheadQueueIsFIFOAndBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newBulkhead(t, 1, bw.WithBulkheadQueue(3, 10*time.Second))
+		b := newBulkhead(t, 1, bw.WithMaxQueue(3), bw.WithMaxWait(10*time.Second))
 		holder, _ := b.Acquire(context.Background())
 		var mu sync.Mutex
 		var order []int
@@ -144,7 +159,7 @@ func TestBulkheadQueueIsFIFOAndBounded(t *testing.T) {
 
 func TestBulkheadQueueWaitEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newBulkhead(t, 1, bw.WithBulkheadQueue(5, 2*time.Second))
+		b := newBulkhead(t, 1, bw.WithMaxQueue(5), bw.WithMaxWait(2*time.Second))
 		holder, _ := b.Acquire(context.Background())
 		start := time.Now()
 		_, err := b.Acquire(context.Background())
@@ -177,36 +192,8 @@ func TestBulkheadQueueWaitEnds(t *testing.T) {
 	})
 }
 
-func TestBulkheadResetForgetsSlots(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		b := newBulkhead(t, 2, bw.WithBulkheadQueue(1, time.Minute))
-		s1, _ := b.Acquire(context.Background())
-		s2, _ := b.Acquire(context.Background())
-		got := make(chan bw.Slot)
-		go func() {
-			s, _ := b.Acquire(context.Background())
-			got <- s
-		}()
-		synctest.Wait()
-		b.Reset() // the waiter gets a slot at once
-		s3 := <-got
-		if b.InFlight() != 1 {
-			t.Fatalf("in flight %d after Reset and one grant", b.InFlight())
-		}
-		s1.Release() // from before the Reset: not counted any more
-		s2.Release()
-		if b.InFlight() != 1 {
-			t.Fatalf("in flight %d: a slot from before Reset was counted", b.InFlight())
-		}
-		s3.Release()
-		if b.InFlight() != 0 {
-			t.Fatalf("in flight %d", b.InFlight())
-		}
-	})
-}
-
 func TestBulkheadHammer(t *testing.T) {
-	b := newBulkhead(t, 8, bw.WithBulkheadQueue(64, time.Second))
+	b := newBulkhead(t, 8, bw.WithMaxQueue(64), bw.WithMaxWait(time.Second))
 	var inside, worst atomic.Int64
 	var wg sync.WaitGroup
 	for g := range 32 {
@@ -242,8 +229,8 @@ func TestBulkheadsRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bs.Limit("a") != 2 || bs.InFlight("a") != 0 || bs.Len() != 0 {
-		t.Fatal("reads created a bulkhead or report wrong values")
+	if len(bs.Snapshot().Bulkheads) != 0 {
+		t.Fatal("a new registry holds bulkheads")
 	}
 	sa, _ := bs.Acquire(context.Background(), "a")
 	bs.Acquire(context.Background(), "a")
@@ -257,17 +244,12 @@ func TestBulkheadsRegistry(t *testing.T) {
 	if _, err := bs.Acquire(context.Background(), "b"); err != nil {
 		t.Fatalf("b shares a's slots: %v", err)
 	}
-	if s, ok := bs.Snapshot("a"); !ok || s.InFlight != 2 || !s.Saturated || s.Key != "a" {
+	if s, ok := bulkheadOf(bs, "a"); !ok || s.InFlight != 2 || !s.Saturated || s.Key != "a" || s.Limit != 2 {
 		t.Fatalf("snapshot %+v", s)
 	}
-	bs.Reset("a")
 	sa.Release()
-	if bs.InFlight("a") != 0 || len(bs.Snapshots()) != 2 {
-		t.Fatalf("after Reset: %d in flight", bs.InFlight("a"))
-	}
-	var none *bw.Bulkheads
-	if s, err := none.Acquire(context.Background(), "a"); err != nil || s.Held() || none.Limit("a") != 0 {
-		t.Fatal("a nil registry refused or holds a slot")
+	if inFlight(bs, "a") != 1 || len(bs.Snapshot().Bulkheads) != 2 {
+		t.Fatalf("after a release: %d in flight", inFlight(bs, "a"))
 	}
 }
 
@@ -378,13 +360,13 @@ func runSchedule(t *testing.T, seed uint64) {
 	r := rand.New(rand.NewPCG(seed, 42))
 	var spans serverSpans
 	u := breakwatertest.NewPipeUpstreamFunc(t, spans.wrap(scheduleStep))
-	var opts []bw.BulkheadOption
+	var opts []bw.Option
 	if r.IntN(2) == 0 {
-		opts = append(opts, bw.WithBulkheadQueue(1+r.IntN(8), time.Duration(50+r.IntN(500))*time.Millisecond))
+		opts = append(opts, bw.WithMaxQueue(1+r.IntN(8)), bw.WithMaxWait(time.Duration(50+r.IntN(500))*time.Millisecond))
 	}
 	tr := newTransport(t, u.Transport(), bw.WithConcurrencyLimit(8, opts...),
 		bw.WithAttemptTimeout(time.Second), bw.WithCallTimeout(3*time.Second), bw.WithMaxAttempts(1+r.IntN(3)),
-		bw.WithoutRetryBudget(), bw.WithBreaker(bw.WithBreakerMode(bw.ModeDisabled)))
+		bw.WithoutRetryBudget(), bw.WithoutBreaker())
 	calls := generateSchedule(r, 40)
 	leftOpen := make(chan io.Closer, len(calls))
 	var wg sync.WaitGroup
@@ -417,7 +399,7 @@ func runSchedule(t *testing.T, seed uint64) {
 	}
 	wg.Wait()
 	time.Sleep(5 * time.Second) // past every attempt timeout
-	if n := tr.Bulkheads().InFlight(breakwatertest.PipeURL); n != 0 {
+	if n := slotsHeld(tr, breakwatertest.PipeURL); n != 0 {
 		t.Errorf("seed %d: %d slots still held after every attempt ended", seed, n)
 	}
 	close(leftOpen)
@@ -445,7 +427,7 @@ func TestTransportBulkheadRandomSchedules(t *testing.T) {
 func TestTransportSlotOfAnUnclosedBodyEndsWithTheAttempt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{BodySize: 64 << 10})
-		tr := newTransport(t, u.Transport(), bw.WithConcurrencyLimit(1, bw.WithBulkheadQueue(1, 5*time.Second)),
+		tr := newTransport(t, u.Transport(), bw.WithConcurrencyLimit(1, bw.WithMaxQueue(1), bw.WithMaxWait(5*time.Second)),
 			bw.WithAttemptTimeout(2*time.Second))
 		req, _ := http.NewRequest(http.MethodGet, breakwatertest.PipeURL+"/", nil)
 		resp, err := tr.RoundTrip(req)
@@ -463,7 +445,7 @@ func TestTransportSlotOfAnUnclosedBodyEndsWithTheAttempt(t *testing.T) {
 			t.Fatalf("reading the expired body: %v", err)
 		}
 		resp.Body.Close() // releases nothing more
-		if n := tr.Bulkheads().InFlight(upstreamKey); n != 0 {
+		if n := slotsHeld(tr, upstreamKey); n != 0 {
 			t.Fatalf("%d slots held", n)
 		}
 	})
@@ -478,7 +460,7 @@ func TestTransportSlotLifetime(t *testing.T) {
 			return breakwatertest.Step{Body: []byte("body")}
 		})
 		tr := newTransport(t, u.Transport(), bw.WithConcurrencyLimit(1), bw.WithBackoff(bw.Constant(time.Second)))
-		inFlight := func() int { return tr.Bulkheads().InFlight(upstreamKey) }
+		inFlight := func() int { return slotsHeld(tr, upstreamKey) }
 
 		// Held until EOF, released at EOF.
 		req, _ := http.NewRequest(http.MethodGet, breakwatertest.PipeURL+"/", nil)
@@ -544,7 +526,7 @@ func TestSlotDropAndIgnore(t *testing.T) {
 // A sweep that evicts an idle bulkhead while a caller is taking a slot of
 // it must not leave the key with two bulkheads (twice its limit).
 func TestBulkheadEvictionNeverDoublesTheLimit(t *testing.T) {
-	bs, err := bw.NewBulkheads(1, bw.WithBulkheadKeys(1_000_000, time.Nanosecond)) // every insertion sweeps
+	bs, err := bw.NewBulkheads(1, bw.WithKeyLimits(1_000_000, time.Nanosecond)) // every insertion sweeps
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -557,7 +539,6 @@ func TestBulkheadEvictionNeverDoublesTheLimit(t *testing.T) {
 			case <-done:
 				return
 			default:
-				bs.InFlight(strconv.Itoa(i)) // a read; the next line inserts
 				if s, err := bs.Acquire(context.Background(), strconv.Itoa(i)); err == nil {
 					s.Release()
 				}

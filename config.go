@@ -33,10 +33,10 @@ import (
 //	  "max_retry_after": "2m",        // longest server hint honoured; caps pauses
 //	  "retry": {
 //	    "max_attempts": 3,
-//	    "backoff": "exponential_jitter", // or exponential, decorrelated_jitter, linear, constant
+//	    "backoff": "exponential_jitter", // or decorrelated_jitter, linear, constant
 //	    "base": "100ms", "max": "5s",    // "step" too for linear
 //	    "non_idempotent": false,         // retry POST and PATCH too
-//	    "melt_per_attempt": false,       // charge the breaker per failing attempt
+//	    "charge_per_attempt": false,     // charge the breaker per failing attempt
 //	    "budget": {"ratio": 0.2, "floor": 3, "window": "10s", "off": false}
 //	  },
 //	  "breaker": {
@@ -54,7 +54,7 @@ import (
 //	  },
 //	  "rate_limit": {"per_second": 0, "burst": 0, "max_wait": "5s"}, // none by default
 //	  "concurrency": {"limit": 0, "queue": 0, "max_wait": "0s"},    // none by default
-//	  "pause": {"off": false, "max": "2m", "max_wait": "", "rate_limit_headers": false}
+//	  "pause": {"off": false, "max_wait": "", "rate_limit_headers": true} // capped by max_retry_after
 //	}
 //
 // A Config is a plain value: it is safe to copy, and safe for concurrent
@@ -68,14 +68,14 @@ type Config struct {
 	Retry struct {
 		MaxAttempts int `json:"max_attempts,omitzero"`
 		// Backoff names the backoff: exponential_jitter (the default),
-		// exponential, decorrelated_jitter, linear or constant; Base, Max
+		// decorrelated_jitter, linear or constant; Base, Max
 		// and Step (linear) are its durations (constant uses Base).
-		Backoff        string   `json:"backoff,omitzero"`
-		Base           Duration `json:"base,omitzero"`
-		Max            Duration `json:"max,omitzero"`
-		Step           Duration `json:"step,omitzero"`
-		NonIdempotent  bool     `json:"non_idempotent,omitzero"`
-		MeltPerAttempt bool     `json:"melt_per_attempt,omitzero"`
+		Backoff          string   `json:"backoff,omitzero"`
+		Base             Duration `json:"base,omitzero"`
+		Max              Duration `json:"max,omitzero"`
+		Step             Duration `json:"step,omitzero"`
+		NonIdempotent    bool     `json:"non_idempotent,omitzero"`
+		ChargePerAttempt bool     `json:"charge_per_attempt,omitzero"`
 		// Budget is the retry budget; unset fields (nil Ratio and Floor)
 		// keep their defaults, and Off removes it.
 		Budget struct {
@@ -131,10 +131,11 @@ type Config struct {
 
 	// Pause configures the pause gate, on by default.
 	Pause struct {
-		Off              bool     `json:"off,omitzero"`
-		Max              Duration `json:"max,omitzero"`
-		MaxWait          Duration `json:"max_wait,omitzero"`
-		RateLimitHeaders bool     `json:"rate_limit_headers,omitzero"`
+		Off     bool     `json:"off,omitzero"`
+		MaxWait Duration `json:"max_wait,omitzero"`
+		// RateLimitHeaders, when set, switches pacing on rate limit fields
+		// on or off (see [WithRateLimitHeaders]); nil keeps the default.
+		RateLimitHeaders *bool `json:"rate_limit_headers,omitempty"`
 	} `json:"pause,omitzero"`
 }
 
@@ -154,12 +155,11 @@ func ParseConfig(data []byte) (Config, error) {
 	return c, nil
 }
 
-// apply makes a Config an Option: every field that is set becomes the
-// option it names, and invalid values become construction errors.
-func (c Config) apply(cfg *config) {
-	for _, o := range c.options(&cfg.errs) {
-		o.apply(cfg)
-	}
+// apply makes a Config an Option of [NewTransport]: every field that is
+// set becomes the option it names, and invalid values become construction
+// errors.
+func (c Config) apply(s *settings) {
+	s.applyOptions(c.options(&s.errs))
 }
 
 func (c Config) options(errs *[]error) []Option {
@@ -182,9 +182,7 @@ func (c Config) options(errs *[]error) []Option {
 		opts = append(opts, WithMaxRetryAfter(time.Duration(c.MaxRetryAfter)))
 	}
 	opts = append(opts, c.retryOptions(fail)...)
-	if b := c.breakerOptions(fail); len(b) > 0 {
-		opts = append(opts, WithBreaker(b...))
-	}
+	opts = append(opts, c.breakerOptions(fail)...)
 	return append(opts, c.limitOptions(fail)...)
 }
 
@@ -195,12 +193,10 @@ func (c Config) retryOptions(fail func(string, ...any)) []Option {
 		opts = append(opts, WithMaxAttempts(r.MaxAttempts))
 	}
 	if r.Backoff != "" || r.Base != 0 || r.Max != 0 || r.Step != 0 {
-		base, limit := orDefault(time.Duration(r.Base), DefaultBackoffBase), orDefault(time.Duration(r.Max), DefaultBackoffMax)
+		base, limit := orDefault(time.Duration(r.Base), defaultBackoffBase), orDefault(time.Duration(r.Max), defaultBackoffMax)
 		switch r.Backoff {
 		case "", "exponential_jitter":
 			opts = append(opts, WithBackoff(ExponentialJitter(base, limit)))
-		case "exponential":
-			opts = append(opts, WithBackoff(Exponential(base, limit)))
 		case "decorrelated_jitter":
 			opts = append(opts, WithBackoff(DecorrelatedJitter(base, limit)))
 		case "linear":
@@ -208,34 +204,34 @@ func (c Config) retryOptions(fail func(string, ...any)) []Option {
 		case "constant":
 			opts = append(opts, WithBackoff(Constant(base)))
 		default:
-			fail("unknown backoff %q (want exponential_jitter, exponential, decorrelated_jitter, linear or constant)", r.Backoff)
+			fail("unknown backoff %q (want exponential_jitter, decorrelated_jitter, linear or constant)", r.Backoff)
 		}
 	}
 	if r.NonIdempotent {
 		opts = append(opts, WithRetryNonIdempotent(true))
 	}
-	if r.MeltPerAttempt {
-		opts = append(opts, WithMeltPerAttempt())
+	if r.ChargePerAttempt {
+		opts = append(opts, WithChargePerAttempt(true))
 	}
 	switch b := r.Budget; {
 	case b.Off:
 		opts = append(opts, WithoutRetryBudget())
 	case b.Ratio != nil || b.Floor != nil || b.Window != 0:
-		ratio, floor := float64(DefaultRetryBudgetRatio), float64(DefaultRetryBudgetFloor)
+		ratio, floor := float64(defaultRetryBudgetRatio), float64(defaultRetryBudgetFloor)
 		if b.Ratio != nil {
 			ratio = *b.Ratio
 		}
 		if b.Floor != nil {
 			floor = *b.Floor
 		}
-		opts = append(opts, WithRetryBudget(ratio, floor, orDefault(time.Duration(b.Window), DefaultRetryBudgetWindow)))
+		opts = append(opts, WithRetryBudget(ratio, floor, orDefault(time.Duration(b.Window), defaultRetryBudgetWindow)))
 	}
 	return opts
 }
 
-func (c Config) breakerOptions(fail func(string, ...any)) []BreakerOption {
+func (c Config) breakerOptions(fail func(string, ...any)) []Option {
 	b := &c.Breaker
-	var opts []BreakerOption
+	var opts []Option
 	var p Policy
 	switch b.Policy {
 	case "":
@@ -268,8 +264,8 @@ func (c Config) breakerOptions(fail func(string, ...any)) []BreakerOption {
 		opts = append(opts, WithPolicy(p))
 	}
 	if b.OpenTimeout != 0 || b.MaxOpenTimeout != 0 {
-		base := orDefault(time.Duration(b.OpenTimeout), DefaultOpenTimeout)
-		opts = append(opts, WithOpenTimeout(base, orDefault(time.Duration(b.MaxOpenTimeout), max(base, DefaultMaxOpenTimeout))))
+		base := orDefault(time.Duration(b.OpenTimeout), defaultOpenTimeout)
+		opts = append(opts, WithOpenTimeout(base, orDefault(time.Duration(b.MaxOpenTimeout), max(base, defaultMaxOpenTimeout))))
 	}
 	if b.Jitter != nil {
 		opts = append(opts, WithOpenJitter(*b.Jitter))
@@ -277,27 +273,27 @@ func (c Config) breakerOptions(fail func(string, ...any)) []BreakerOption {
 	if b.HalfOpenProbes != 0 || b.ProbeSuccesses != 0 {
 		probes, ok := b.HalfOpenProbes, b.ProbeSuccesses
 		if probes == 0 {
-			probes = DefaultHalfOpenProbes
+			probes = defaultHalfOpenProbes
 		}
 		if ok == 0 {
-			ok = DefaultProbeSuccesses
+			ok = defaultProbeSuccesses
 		}
 		opts = append(opts, WithHalfOpen(probes, ok))
 	}
 	switch b.Mode {
 	case "", "enforce":
 	case "shadow":
-		opts = append(opts, WithBreakerMode(ModeShadow))
+		opts = append(opts, WithShadowMode(true))
 	case "disabled":
-		opts = append(opts, WithBreakerMode(ModeDisabled))
+		opts = append(opts, WithoutBreaker())
 	default:
 		fail("unknown breaker mode %q (want enforce, shadow or disabled)", b.Mode)
 	}
 	if b.CountAuthErrors {
-		opts = append(opts, WithCountAuthErrors(true))
+		opts = append(opts, WithCountAsFailure(AuthError))
 	}
 	if b.CountThrottled {
-		opts = append(opts, WithCountThrottled(true))
+		opts = append(opts, WithCountAsFailure(Throttled))
 	}
 	if b.FaultInjection != 0 {
 		opts = append(opts, WithFaultInjection(b.FaultInjection))
@@ -311,45 +307,41 @@ func (c Config) limitOptions(fail func(string, ...any)) []Option {
 		if r.PerSecond <= 0 {
 			fail("rate_limit needs per_second > 0, got %v", r.PerSecond)
 		} else {
-			var ro []RateLimitOption
+			var ro []Option
 			switch {
 			case r.MaxWait < 0:
-				ro = append(ro, WithRateLimitWait(0))
+				ro = append(ro, WithMaxWait(0))
 			case r.MaxWait > 0:
-				ro = append(ro, WithRateLimitWait(time.Duration(r.MaxWait)))
+				ro = append(ro, WithMaxWait(time.Duration(r.MaxWait)))
 			}
 			opts = append(opts, WithRateLimit(rate.Limit(r.PerSecond), max(1, r.Burst), ro...))
 		}
 	}
 	if k := c.Concurrency; k.Limit != 0 || k.Queue != 0 || k.MaxWait != 0 {
-		var bo []BulkheadOption
-		if k.Queue != 0 || k.MaxWait != 0 {
-			bo = append(bo, WithBulkheadQueue(k.Queue, time.Duration(k.MaxWait)))
+		var bo []Option
+		if k.Queue != 0 {
+			bo = append(bo, WithMaxQueue(k.Queue))
+		}
+		switch {
+		case k.MaxWait < 0:
+			bo = append(bo, WithMaxWait(0))
+		case k.MaxWait > 0:
+			bo = append(bo, WithMaxWait(time.Duration(k.MaxWait)))
 		}
 		opts = append(opts, WithConcurrencyLimit(k.Limit, bo...))
 	}
 	p := c.Pause
 	if p.Off {
-		if p.Max != 0 || p.MaxWait != 0 || p.RateLimitHeaders {
-			fail("pause is off, yet max, max_wait or rate_limit_headers is set")
-		}
-		return append(opts, WithoutPauseGate())
-	}
-	var po []PauseOption
-	if p.Max > 0 {
-		po = append(po, WithMaxPause(time.Duration(p.Max)))
+		opts = append(opts, WithoutPauseGate()) // with max_wait or rate_limit_headers, a contradiction
 	}
 	switch {
 	case p.MaxWait < 0:
-		po = append(po, WithPauseWait(0))
+		opts = append(opts, WithMaxWait(0))
 	case p.MaxWait > 0:
-		po = append(po, WithPauseWait(time.Duration(p.MaxWait)))
+		opts = append(opts, WithMaxWait(time.Duration(p.MaxWait)))
 	}
-	if len(po) > 0 {
-		opts = append(opts, WithPauseGate(po...))
-	}
-	if p.RateLimitHeaders {
-		opts = append(opts, WithRateLimitHeaders(true))
+	if p.RateLimitHeaders != nil {
+		opts = append(opts, WithRateLimitHeaders(*p.RateLimitHeaders))
 	}
 	return opts
 }

@@ -25,22 +25,22 @@ func TestConfigMatchesOptions(t *testing.T) {
 			[]bw.Option{bw.WithCallTimeout(2 * time.Second), bw.WithAttemptTimeout(500 * time.Millisecond)}},
 		{"timeouts off", `{"call_timeout":"off","attempt_timeout":"off"}`,
 			[]bw.Option{bw.WithCallTimeout(0), bw.WithAttemptTimeout(0)}},
-		{"retry", `{"retry":{"max_attempts":5,"backoff":"constant","base":"250ms","budget":{"off":true},"melt_per_attempt":true,"non_idempotent":true}}`,
-			[]bw.Option{bw.WithMaxAttempts(5), bw.WithBackoff(bw.Constant(250 * time.Millisecond)), bw.WithoutRetryBudget(), bw.WithMeltPerAttempt(), bw.WithRetryNonIdempotent(true)}},
+		{"retry", `{"retry":{"max_attempts":5,"backoff":"constant","base":"250ms","budget":{"off":true},"charge_per_attempt":true,"non_idempotent":true}}`,
+			[]bw.Option{bw.WithMaxAttempts(5), bw.WithBackoff(bw.Constant(250 * time.Millisecond)), bw.WithoutRetryBudget(), bw.WithChargePerAttempt(true), bw.WithRetryNonIdempotent(true)}},
 		{"linear backoff and a budget", `{"retry":{"backoff":"linear","base":"100ms","step":"50ms","max":"1s","budget":{"ratio":0.5,"floor":0}}}`,
-			[]bw.Option{bw.WithBackoff(bw.Linear(100*time.Millisecond, 50*time.Millisecond, time.Second)), bw.WithRetryBudget(0.5, 0, bw.DefaultRetryBudgetWindow)}},
+			[]bw.Option{bw.WithBackoff(bw.Linear(100*time.Millisecond, 50*time.Millisecond, time.Second)), bw.WithRetryBudget(0.5, 0, 10*time.Second)}},
 		{"consecutive with a category threshold", `{"breaker":{"policy":"consecutive","threshold":5,"category_thresholds":{"server_error":2}}}`,
-			[]bw.Option{bw.WithBreaker(bw.WithPolicy(bw.Consecutive(5).WithCategoryThreshold(bw.ServerError, 2)))}},
+			[]bw.Option{bw.WithPolicy(bw.Consecutive(5).WithCategoryThreshold(bw.ServerError, 2))}},
 		{"window", `{"breaker":{"policy":"window","tolerate":0,"within":"20s","open_timeout":"1s","max_open_timeout":"4s","jitter":0,"half_open_probes":3}}`,
-			[]bw.Option{bw.WithBreaker(bw.WithPolicy(bw.Window(0, 20*time.Second)), bw.WithOpenTimeout(time.Second, 4*time.Second), bw.WithOpenJitter(jitter), bw.WithHalfOpen(3, bw.DefaultProbeSuccesses))}},
+			[]bw.Option{bw.WithPolicy(bw.Window(0, 20*time.Second)), bw.WithOpenTimeout(time.Second, 4*time.Second), bw.WithOpenJitter(jitter), bw.WithHalfOpen(3, 2)}},
 		{"volume-aware window", `{"breaker":{"policy":"window","tolerate":10,"ratio":0.5,"category_thresholds":{"timeout":5}}}`,
-			[]bw.Option{bw.WithBreaker(bw.WithPolicy(bw.Window(10, 0).WithRatio(0.5).WithCategoryThreshold(bw.Timeout, 5)))}},
+			[]bw.Option{bw.WithPolicy(bw.Window(10, 0).WithRatio(0.5).WithCategoryThreshold(bw.Timeout, 5))}},
 		{"failure rate in shadow mode", `{"breaker":{"policy":"failure_rate","ratio":0.5,"min_calls":20,"within":"30s","mode":"shadow"}}`,
-			[]bw.Option{bw.WithBreaker(bw.WithPolicy(bw.FailureRate(0.5, 20, 30*time.Second)), bw.WithBreakerMode(bw.ModeShadow))}},
+			[]bw.Option{bw.WithPolicy(bw.FailureRate(0.5, 20, 30*time.Second)), bw.WithShadowMode(true)}},
 		{"disabled breaker", `{"breaker":{"mode":"disabled"}}`,
-			[]bw.Option{bw.WithBreaker(bw.WithBreakerMode(bw.ModeDisabled))}},
+			[]bw.Option{bw.WithoutBreaker()}},
 		{"limits", `{"rate_limit":{"per_second":50,"burst":5},"concurrency":{"limit":8,"queue":16,"max_wait":"1s"},"pause":{"off":true}}`,
-			[]bw.Option{bw.WithRateLimit(rate.Limit(50), 5), bw.WithConcurrencyLimit(8, bw.WithBulkheadQueue(16, time.Second)), bw.WithoutPauseGate()}},
+			[]bw.Option{bw.WithRateLimit(rate.Limit(50), 5), bw.WithConcurrencyLimit(8, bw.WithMaxQueue(16), bw.WithMaxWait(time.Second)), bw.WithoutPauseGate()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := bw.ParseConfig([]byte(tc.json))
@@ -150,8 +150,12 @@ func ExampleParseConfig() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(tr.Breakers().Policy())
-	// Output: consecutive(5)
+	for _, line := range strings.Split(tr.Explain(), "\n") {
+		if strings.Contains(line, "opens after") {
+			fmt.Println(strings.Join(strings.Fields(line), " "))
+		}
+	}
+	// Output: opens after 5 consecutive failures
 }
 
 func mustParse(t *testing.T, s string) bw.Config {

@@ -129,7 +129,7 @@ type endpointSet struct {
 }
 
 func newEndpointSet(cfg failover, probeTTL time.Duration) *endpointSet {
-	s := &endpointSet{cfg: cfg, start: time.Now(), probeTTL: int64(orDefault(probeTTL, DefaultProbeTimeout))}
+	s := &endpointSet{cfg: cfg, start: time.Now(), probeTTL: int64(orDefault(probeTTL, defaultProbeTimeout))}
 	for i, u := range cfg.eps {
 		s.eps = append(s.eps, &endpoint{i: i, url: u, name: u.String(), key: u.String(), rate: window.NewRate(outlierWindow)})
 	}

@@ -331,3 +331,27 @@ func RetryAfter(err error) (d time.Duration, ok bool) {
 	}
 	return d, true
 }
+
+// Rejection describes a request that an inbound middleware answered itself
+// instead of calling the next handler (or, for the handler timeout, after
+// the handler returned without writing anything).
+type Rejection struct {
+	// Mechanism is the middleware that rejected: [MechShed],
+	// [MechRateLimit], [MechTimeout] or [MechRouteBreaker].
+	Mechanism Mechanism
+	// Status is the status the default response uses: 503, 429 or the
+	// configured timeout status.
+	Status int
+	// RetryAfter is when the client may retry, exactly; zero when the
+	// mechanism gives no hint (the handler timeout). The Retry-After
+	// header, already set when a deny handler ([WithDenyHandler]) runs,
+	// carries it in whole seconds, rounded up and at least 1.
+	RetryAfter time.Duration
+	// Key is the key the mechanism rejected: the client key of a rate
+	// limit, the route key of a route breaker; empty otherwise.
+	Key string
+	// Err matches the rejection's sentinel with errors.Is:
+	// [ErrConcurrencyLimit], [ErrRateLimited], [ErrCircuitOpen] or
+	// [ErrHalfOpenBusy], or [http.ErrHandlerTimeout].
+	Err error
+}

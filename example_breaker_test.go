@@ -13,7 +13,7 @@ import (
 func ExampleNewBreakers() {
 	breakers, err := bw.NewBreakers(
 		bw.WithPolicy(bw.Window(2, time.Minute)),
-		bw.OnTransition(func(t bw.Transition) {
+		onTransition(func(t bw.Transition) {
 			fmt.Printf("%s: %s -> %s (%s after %d failures)\n", t.Key, t.From, t.To, t.Reason, t.Failures)
 		}),
 	)
@@ -21,7 +21,7 @@ func ExampleNewBreakers() {
 		panic(err)
 	}
 	for range 4 {
-		permit, err := breakers.Allow("payments.internal:443")
+		permit, err := breakers.Get("payments.internal:443").Allow()
 		if errors.Is(err, bw.ErrCircuitOpen) {
 			fmt.Println("rejected:", err != nil)
 			continue
@@ -29,7 +29,7 @@ func ExampleNewBreakers() {
 		// ... make the attempt, classify it, and report the outcome:
 		permit.Done(bw.Outcome{Category: bw.ServerError, Status: 502})
 	}
-	fmt.Println("available:", breakers.Available("payments.internal:443"))
+	fmt.Println("available:", available(breakers, "payments.internal:443"))
 	// Output:
 	// payments.internal:443: closed -> open (failures after 3 failures)
 	// rejected: true
@@ -41,8 +41,8 @@ func ExampleNewBreakers() {
 func ExampleConsecutive() {
 	breakers, _ := bw.NewBreakers(bw.WithPolicy(bw.Consecutive(5).WithCategoryThreshold(bw.Timeout, 2)))
 	for _, c := range []bw.Category{bw.ServerError, bw.Timeout} {
-		breakers.Melt("search", c)
-		fmt.Println(c, "->", breakers.State("search"))
+		breakers.Get("search").RecordFailure(c)
+		fmt.Println(c, "->", breakers.Get("search").State())
 	}
 	// Output:
 	// server_error -> closed
@@ -51,15 +51,15 @@ func ExampleConsecutive() {
 
 // Trip forces a breaker open, for a planned maintenance window or an
 // operator's decision; Reset closes it again.
-func ExampleBreakers_Trip() {
+func ExampleBreaker_Trip() {
 	breakers, _ := bw.NewBreakers()
-	breakers.Trip("ledger", 10*time.Minute)
-	_, err := breakers.Allow("ledger")
+	breakers.Get("ledger").Trip(10 * time.Minute)
+	_, err := breakers.Get("ledger").Allow()
 	if d, ok := bw.RetryAfter(err); ok {
 		fmt.Println(errors.Is(err, bw.ErrCircuitOpen), d > 9*time.Minute)
 	}
-	breakers.Reset("ledger")
-	fmt.Println(breakers.State("ledger"))
+	breakers.Get("ledger").Reset()
+	fmt.Println(breakers.Get("ledger").State())
 	// Output:
 	// true true
 	// closed

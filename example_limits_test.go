@@ -15,31 +15,31 @@ import (
 // rate limit puts in its RateLimit and Retry-After fields.
 func ExampleNewRateLimiters() {
 	// 2 requests per second per client, in bursts of up to 2.
-	limiters, err := bw.NewRateLimiters(2, 2, bw.WithRateLimitWait(0))
+	limiters, err := bw.NewRateLimiters(2, 2, bw.WithMaxWait(0))
 	if err != nil {
 		panic(err)
 	}
 	for i := range 3 {
 		st := limiters.Take("client-a")
-		fmt.Printf("request %d: allowed=%v remaining=%d retry-after=%s\n",
-			i+1, st.Allowed, st.Remaining, st.RetryAfter.Round(100*time.Millisecond))
+		fmt.Printf("request %d: limited=%v remaining=%d retry-after=%s\n",
+			i+1, st.Limited, st.Remaining, st.RetryAfter.Round(100*time.Millisecond))
 	}
-	fmt.Println("client-b allowed:", limiters.Allow("client-b"))
+	fmt.Println("client-b limited:", limiters.Take("client-b").Limited)
 	// Output:
-	// request 1: allowed=true remaining=1 retry-after=0s
-	// request 2: allowed=true remaining=0 retry-after=500ms
-	// request 3: allowed=false remaining=0 retry-after=500ms
-	// client-b allowed: true
+	// request 1: limited=false remaining=1 retry-after=0s
+	// request 2: limited=false remaining=0 retry-after=500ms
+	// request 3: limited=true remaining=0 retry-after=500ms
+	// client-b limited: false
 }
 
 // A wait that cannot fit the caller's deadline fails at once, quoting the
 // wait it would have needed.
-func ExampleRateLimiter_Wait() {
-	lim, _ := bw.NewRateLimiter(1, 1) // one request per second
+func ExampleRateLimiters_Wait() {
+	lim, _ := bw.NewRateLimiters(1, 1) // one request per second per key
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	fmt.Println(lim.Wait(ctx))
-	err := lim.Wait(ctx)
+	fmt.Println(lim.Wait(ctx, "api"))
+	err := lim.Wait(ctx, "api")
 	if d, ok := bw.RetryAfter(err); ok {
 		fmt.Println(errors.Is(err, bw.ErrRateLimited), d.Round(time.Second))
 	}
@@ -51,9 +51,9 @@ func ExampleRateLimiter_Wait() {
 // A throttled answer pauses its key; calls that cannot outlast the pause
 // fail at once instead of collecting more 429s.
 func ExamplePauseGates() {
-	gates, _ := bw.NewPauseGates(bw.WithMaxPause(time.Minute))
+	gates, _ := bw.NewPauseGates(bw.WithMaxRetryAfter(time.Minute))
 	// A 429 asking for two minutes: the pause is clamped to one.
-	gates.Observe("api.example.com", bw.Outcome{Category: bw.Throttled, Status: 429, RetryAfter: 2 * time.Minute, HasRetryAfter: true})
+	gates.Observe("api.example.com", bw.Outcome{Category: bw.Throttled, Status: 429, RetryAfter: 2 * time.Minute, HasRetryAfter: true}, nil)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -70,20 +70,20 @@ func ExamplePauseGates() {
 	// <nil>
 }
 
-// A bulkhead of two slots.
-func ExampleBulkhead() {
-	bh, _ := bw.NewBulkhead(2)
+// A bulkhead of two slots per key.
+func ExampleBulkheads() {
+	bh, _ := bw.NewBulkheads(2)
 	ctx := context.Background()
-	first, _ := bh.Acquire(ctx)
-	second, _ := bh.Acquire(ctx)
-	_, err := bh.Acquire(ctx)
+	first, _ := bh.Acquire(ctx, "db")
+	second, _ := bh.Acquire(ctx, "db")
+	_, err := bh.Acquire(ctx, "db")
 	var e *bw.Error
 	if errors.As(err, &e) {
 		fmt.Println(errors.Is(err, bw.ErrConcurrencyLimit), e.Mechanism)
 	}
 	first.Release()
-	third, err := bh.Acquire(ctx)
-	fmt.Println(err, bh.InFlight())
+	third, err := bh.Acquire(ctx, "db")
+	fmt.Println(err, bh.Snapshot().Bulkheads[0].InFlight)
 	second.Release()
 	third.Release()
 	// Output:
@@ -91,13 +91,13 @@ func ExampleBulkhead() {
 	// <nil> 2
 }
 
-// A Bulkhead used on its own as load-shedding middleware: one request at
+// Bulkheads used on their own as load-shedding middleware: one request at
 // a time, the rest answered 503 with Retry-After.
-func ExampleBulkhead_loadShedding() {
-	bh, _ := bw.NewBulkhead(1)
+func ExampleBulkheads_loadShedding() {
+	bh, _ := bw.NewBulkheads(1)
 	shed := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			slot, err := bh.Acquire(r.Context())
+			slot, err := bh.Acquire(r.Context(), "")
 			if err != nil {
 				w.Header().Set("Retry-After", "1")
 				http.Error(w, "overloaded", http.StatusServiceUnavailable)
@@ -126,7 +126,7 @@ func ExampleBulkhead_loadShedding() {
 func ExampleWithRateLimit() {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer srv.Close()
-	tr, err := bw.NewTransport(bw.WithBase(srv.Client().Transport), bw.WithRateLimit(1, 1, bw.WithRateLimitWait(0)))
+	tr, err := bw.NewTransport(bw.WithBase(srv.Client().Transport), bw.WithRateLimit(1, 1, bw.WithMaxWait(0)))
 	if err != nil {
 		panic(err)
 	}
@@ -147,7 +147,7 @@ func ExampleWithRateLimit() {
 
 // The pause gate is on by default: after a 429 with Retry-After, calls to
 // that host whose deadline is too short to wait fail at once.
-func ExampleWithPauseGate() {
+func ExampleWithMaxWait() {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "30")
 		w.WriteHeader(http.StatusTooManyRequests)

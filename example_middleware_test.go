@@ -14,13 +14,13 @@ import (
 
 // A handler that runs out of time answers 503 with a problem document,
 // unless it already started its response.
-func ExampleNewHandlerTimeout() {
-	timeout, err := bw.NewHandlerTimeout(20 * time.Millisecond)
+func ExampleHandlerTimeout() {
+	timeout, err := bw.HandlerTimeout(20 * time.Millisecond)
 	if err != nil {
 		panic(err)
 	}
 	r := chi.NewRouter()
-	r.Use(timeout.Middleware)
+	r.Use(timeout)
 	r.Get("/report", func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done(): // the deadline passed: give up, write nothing
@@ -40,17 +40,17 @@ func ExampleNewHandlerTimeout() {
 
 // A route whose handler keeps failing is answered 503 without calling the
 // handler until its breaker's open time is over.
-func ExampleNewRouteBreaker() {
+func ExampleRouteBreaker() {
 	breakers, err := bw.NewBreakers(bw.WithPolicy(bw.Consecutive(2)), bw.WithOpenTimeout(5*time.Second, time.Minute), bw.WithOpenJitter(0))
 	if err != nil {
 		panic(err)
 	}
-	rb, err := bw.NewRouteBreaker(breakers)
+	rb, err := bw.RouteBreaker(breakers)
 	if err != nil {
 		panic(err)
 	}
 	r := chi.NewRouter()
-	r.Use(rb.Middleware)
+	r.Use(rb)
 	r.Get("/orders/{id}", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "database unavailable", http.StatusInternalServerError)
 	})
@@ -60,7 +60,7 @@ func ExampleNewRouteBreaker() {
 		r.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
 		fmt.Printf("%s %d Retry-After=%q\n", path, rec.Code, rec.Header().Get("Retry-After"))
 	}
-	fmt.Println(breakers.State("/orders/{id}"))
+	fmt.Println(breakers.Get("/orders/{id}").State())
 	// Output:
 	// /orders/1 500 Retry-After=""
 	// /orders/2 500 Retry-After=""
@@ -75,8 +75,8 @@ func ExampleWithDenyHandler() {
 		w.WriteHeader(rej.Status)
 		fmt.Fprintf(w, `{"error":%q}`+"\n", rej.Mechanism)
 	}
-	timeout, _ := bw.NewHandlerTimeout(time.Millisecond, bw.WithDenyHandler(deny))
-	h := timeout.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	timeout, _ := bw.HandlerTimeout(time.Millisecond, bw.WithDenyHandler(deny))
+	h := timeout(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done()
 	}))
 
@@ -116,18 +116,18 @@ func ExampleForwardedForKey() {
 
 // At most one request runs at a time here; the next one is shed with 503
 // and a Retry-After instead of piling up.
-func ExampleNewShedder() {
-	bulkhead, err := bw.NewBulkhead(1) // add bw.WithBulkheadQueue to let a few wait
+func ExampleShedder() {
+	bulkhead, err := bw.NewBulkheads(1) // add bw.WithMaxQueue and bw.WithMaxWait to let a few wait
 	if err != nil {
 		panic(err)
 	}
-	shedder, err := bw.NewShedder(bulkhead, bw.WithShedRetryAfter(time.Second, time.Second))
+	shedder, err := bw.Shedder(bulkhead, bw.WithShedRetryAfter(time.Second, time.Second))
 	if err != nil {
 		panic(err)
 	}
 	inHandler, release := make(chan struct{}), make(chan struct{})
 	r := chi.NewRouter()
-	r.Use(shedder.Middleware)
+	r.Use(shedder)
 	r.Get("/export", func(w http.ResponseWriter, r *http.Request) {
 		close(inHandler)
 		<-release
@@ -156,18 +156,17 @@ func ExampleNewShedder() {
 
 // Each client address gets a token bucket of 2 requests, refilled at one per
 // second; every response says where the client stands.
-func ExampleNewClientRateLimit() {
-	buckets, err := bw.NewRateLimiters(1, 2, bw.WithRateLimitKeys(100_000, 10*time.Minute))
+func ExampleClientRateLimit() {
+	buckets, err := bw.NewRateLimiters(1, 2, bw.WithKeyLimits(100_000, 10*time.Minute))
 	if err != nil {
 		panic(err)
 	}
-	limit, err := bw.NewClientRateLimit(buckets, bw.RemoteAddrKey)
+	limit, err := bw.ClientRateLimit(buckets, bw.RemoteAddrKey)
 	if err != nil {
 		panic(err)
 	}
-	defer limit.Close()
 	r := chi.NewRouter()
-	r.Use(limit.Middleware)
+	r.Use(limit)
 	r.Get("/search", func(w http.ResponseWriter, r *http.Request) {})
 
 	for range 3 {

@@ -13,7 +13,7 @@ import (
 
 // An outage as the log shows it: a retried call, the breaker opening, and a
 // rejection.
-func ExampleWithLogger() {
+func ExampleLogObserver() {
 	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusBadGateway)
 	}))
@@ -30,10 +30,10 @@ func ExampleWithLogger() {
 		},
 	}))
 	tr, _ := bw.NewTransport(
-		bw.WithLogger(logger),
+		bw.WithObserver(bw.LogObserver(logger, 0)),
 		bw.WithMaxAttempts(2),
 		bw.WithBackoff(bw.Constant(time.Millisecond)),
-		bw.WithBreaker(bw.WithPolicy(bw.Consecutive(1))),
+		bw.WithPolicy(bw.Consecutive(1)),
 	)
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}

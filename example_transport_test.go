@@ -110,14 +110,14 @@ func ExampleChain() {
 	)
 	resp, _ := (&http.Client{Transport: rt}).Get(srv.URL)
 	resp.Body.Close()
-	fmt.Println(resp.StatusCode, "after", seen.Load(), "requests; breaker", breakers.State(bw.HostKey(resp.Request)))
+	fmt.Println(resp.StatusCode, "after", seen.Load(), "requests; breaker", breakers.Get(bw.HostKey(resp.Request)).State())
 	// Output: 200 after 2 requests; breaker closed
 }
 
 // A server turns a downstream rejection into its own 503 with Retry-After.
 func ExampleRetryAfter() {
 	tr, _ := bw.NewTransport()
-	tr.Breakers().Trip("payments.internal", 30*time.Second)
+	tr.Breakers().Get("payments.internal").Trip(30 * time.Second)
 	upstream := &http.Client{Transport: tr}
 
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -142,7 +142,7 @@ func ExampleRetryAfter() {
 // Errors tell the breaker's rejection apart from the upstream's failure.
 func ExampleError() {
 	tr, _ := bw.NewTransport()
-	tr.Breakers().Trip("ledger.internal", time.Minute)
+	tr.Breakers().Get("ledger.internal").Trip(time.Minute)
 	_, err := (&http.Client{Transport: tr}).Get("https://ledger.internal/")
 	var e *bw.Error
 	fmt.Println(errors.Is(err, bw.ErrCircuitOpen), errors.As(err, &e) && e.Key == "ledger.internal", e.Mechanism)

@@ -9,8 +9,8 @@ import (
 )
 
 // plan returns the longest wait before each retry of a failing call, for
-// attempts 2 to maxAttempts: exact for a [BoundedBackoff] or a
-// deterministic one, estimated by drawing for a function.
+// attempts 2 to maxAttempts: exact for a backoff with a MaxDelay method
+// or a deterministic one, estimated by drawing for a function.
 func (c *config) plan() []time.Duration {
 	out := make([]time.Duration, 0, c.maxAttempts-1)
 	var prev time.Duration
@@ -74,12 +74,12 @@ func (t *Transport) Explain() string {
 
 	b.WriteString("  circuit breaker\n")
 	bc := &t.breakers.cfg
-	if bc.mode == ModeDisabled {
+	if bc.mode == modeDisabled {
 		line(2, "", "none: calls are never rejected by a breaker")
 	} else {
 		p := bc.policy
 		charge := "once per call that gives up, as its attempts showed"
-		if c.meltPerAttempt {
+		if c.chargePerAttempt {
 			charge = "once per failing attempt"
 		}
 		switch p.kind {
@@ -102,7 +102,7 @@ func (t *Transport) Explain() string {
 		line(2, "charged", "%s", charge)
 		line(2, "open for", "%s, doubling on each reopen up to %s, +%.0f%% jitter", formatDuration(bc.openTimeout), formatDuration(bc.maxOpenTimeout), bc.jitter*100)
 		line(2, "half-open", "%d probe(s) at a time, %d success(es) to close", bc.maxProbes, bc.successes)
-		if bc.mode == ModeShadow {
+		if bc.mode == modeShadow {
 			line(2, "mode", "shadow: counts what it would reject, rejects nothing")
 		}
 		if bc.faultRate > 0 {
@@ -114,7 +114,7 @@ func (t *Transport) Explain() string {
 	if g := t.limits.gates; g == nil {
 		line(2, "", "none: a throttled call waits its own Retry-After; other calls are not held")
 	} else {
-		line(2, "429", "pauses the host for its hint (at most %s); the calls held leave one probe first, then spread out", formatDuration(g.MaxPause()))
+		line(2, "429", "pauses the host for its hint (at most %s); the calls held leave one probe first, then spread out", formatDuration(g.cfg.maxPause))
 		line(2, "503 + hint", "delays that call's retry; holds the host only while such answers are the majority, with a probe every %s", formatDuration(overloadProbeEvery))
 		line(2, "quota fields", "%s", map[bool]string{true: "paced on (RateLimit, RateLimit-Policy, X-RateLimit-*)", false: "ignored"}[t.limits.pacing])
 	}
@@ -170,15 +170,6 @@ func durationOrNone(d time.Duration) string {
 		return "none"
 	}
 	return formatDuration(d)
-}
-
-// formatDuration prints whole milliseconds below a second ("250ms") and
-// seconds with at most one decimal above ("1.5s", "60s").
-func formatDuration(d time.Duration) string {
-	if d < time.Second {
-		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
-	}
-	return strconv.FormatFloat(float64(d.Round(100*time.Millisecond))/float64(time.Second), 'f', -1, 64) + "s"
 }
 
 // explainFailover describes the failover of a Transport, if any.

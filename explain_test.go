@@ -17,11 +17,11 @@ func TestSimulate(t *testing.T) {
 		calls    int
 		attempts int
 	}{
-		{"tolerate 10, 5 attempts", []bw.Option{bw.WithMaxAttempts(5), bw.WithBreaker(bw.WithPolicy(bw.Window(10, 0)))}, bw.Scenario{}, 11, 11, 55},
-		{"tolerate 10, 2 attempts", []bw.Option{bw.WithMaxAttempts(2), bw.WithBreaker(bw.WithPolicy(bw.Window(10, 0)))}, bw.Scenario{}, 11, 11, 22},
-		{"per attempt", []bw.Option{bw.WithMaxAttempts(5), bw.WithMeltPerAttempt(), bw.WithBreaker(bw.WithPolicy(bw.Window(10, 0)))}, bw.Scenario{}, 3, 3, 11},
-		{"tolerate 3, 5 attempts", []bw.Option{bw.WithMaxAttempts(5), bw.WithBreaker(bw.WithPolicy(bw.Window(3, 0)))}, bw.Scenario{}, 4, 4, 20},
-		{"consecutive 5", []bw.Option{bw.WithBreaker(bw.WithPolicy(bw.Consecutive(5)))}, bw.Scenario{}, 5, 5, 15},
+		{"tolerate 10, 5 attempts", []bw.Option{bw.WithMaxAttempts(5), bw.WithPolicy(bw.Window(10, 0))}, bw.Scenario{}, 11, 11, 55},
+		{"tolerate 10, 2 attempts", []bw.Option{bw.WithMaxAttempts(2), bw.WithPolicy(bw.Window(10, 0))}, bw.Scenario{}, 11, 11, 22},
+		{"per attempt", []bw.Option{bw.WithMaxAttempts(5), bw.WithChargePerAttempt(true), bw.WithPolicy(bw.Window(10, 0))}, bw.Scenario{}, 3, 3, 11},
+		{"tolerate 3, 5 attempts", []bw.Option{bw.WithMaxAttempts(5), bw.WithPolicy(bw.Window(3, 0))}, bw.Scenario{}, 4, 4, 20},
+		{"consecutive 5", []bw.Option{bw.WithPolicy(bw.Consecutive(5))}, bw.Scenario{}, 5, 5, 15},
 		{"recovers in time", nil, bw.Scenario{FailFor: 100 * time.Millisecond, MaxCalls: 50}, 0, 50, 51},
 		{"default, total outage", nil, bw.Scenario{}, 11, 11, 33},
 		{"default, retried flap", nil, bw.Scenario{FailureRate: 0.3, Seed: 1, MaxCalls: 1000}, 0, 1000, -1},
@@ -51,7 +51,7 @@ func TestSimulate(t *testing.T) {
 // The simulation agrees with the real transport on the measured contract;
 // TestMeltsOncePerExhaustedCall runs the same configuration for real.
 func TestSimulateAgreesWithTransport(t *testing.T) {
-	tr, _ := bw.NewTransport(bw.WithMaxAttempts(5), bw.WithoutRetryBudget(), bw.WithBreaker(bw.WithPolicy(bw.Window(10, 0))))
+	tr, _ := bw.NewTransport(bw.WithMaxAttempts(5), bw.WithoutRetryBudget(), bw.WithPolicy(bw.Window(10, 0)))
 	if r := tr.Simulate(bw.Scenario{}); r.OpensAfter != 11 {
 		t.Fatalf("simulated opening on call %d; the transport opens on call 11", r.OpensAfter)
 	}
@@ -92,7 +92,7 @@ func ExampleTransport_Explain() {
 // Simulate answers "when does my breaker open in a total outage?" before
 // any traffic flows.
 func ExampleTransport_Simulate() {
-	tr, _ := bw.NewTransport(bw.WithMaxAttempts(4), bw.WithBreaker(bw.WithPolicy(bw.Window(5, 0))))
+	tr, _ := bw.NewTransport(bw.WithMaxAttempts(4), bw.WithPolicy(bw.Window(5, 0)))
 	r := tr.Simulate(bw.Scenario{AttemptTime: 50 * time.Millisecond})
 	fmt.Printf("opens on call %d after %d attempts and %s; the slowest call took %s\n", r.OpensAfter, r.Attempts, r.Elapsed, r.WorstCall)
 	// Output: opens on call 6 after 24 attempts and 5.4s; the slowest call took 900ms

@@ -156,13 +156,15 @@ func parseEndpoint(s string) (*url.URL, error) {
 // rate and concurrency limits) is kept under the [KeyFunc]'s key of a
 // request to the endpoint's base URL ([HostKey]: its host and port).
 func WithFailover(f Failover) Option {
-	return optionFunc(func(c *config) {
+	return option(func(s *settings) {
 		r, err := f.resolve()
 		if err != nil {
-			c.errs = append(c.errs, err)
+			s.errs = append(s.errs, err)
 			return
 		}
-		c.failover = &r
+		if c := s.forTransport("WithFailover", false); c != nil {
+			c.failover = &r
+		}
 	})
 }
 
@@ -192,7 +194,7 @@ func (t *Transport) endpointState(e *endpoint) extState {
 			return extHalfOpen
 		}
 	}
-	if g := t.limits.gates; g != nil && g.latest.Load() != 0 && g.Remaining(e.key) > 0 {
+	if g := t.limits.gates; g != nil && g.latest.Load() != 0 && g.remainingFor(e.key) > 0 {
 		return extDegraded
 	}
 	return extNone

@@ -180,8 +180,8 @@ func TestFailoverAllBreakersOpen(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		u := breakwatertest.NewPipeUpstream(t)
 		tr := newTransport(t, u.Transport(), bw.WithFailover(bw.Failover{Endpoints: []string{"http://a.test", "http://b.test"}}))
-		tr.Breakers().Trip("http://a.test", time.Minute)
-		tr.Breakers().Trip("http://b.test", time.Minute)
+		tr.Breakers().Get("http://a.test").Trip(time.Minute)
+		tr.Breakers().Get("http://b.test").Trip(time.Minute)
 		r := get(tr)
 		var be *bw.Error
 		if !errors.As(r.err, &be) || !errors.Is(r.err, bw.ErrCircuitOpen) {
@@ -191,7 +191,7 @@ func TestFailoverAllBreakersOpen(t *testing.T) {
 			t.Fatal("a request was sent")
 		}
 		// One open: calls go to the other.
-		tr.Breakers().Reset("http://b.test")
+		tr.Breakers().Get("http://b.test").Reset()
 		for range 4 {
 			if r := get(tr); r.status != 200 {
 				t.Fatalf("%+v", r)
@@ -380,11 +380,10 @@ func TestSnapshotShowsEndpoints(t *testing.T) {
 		if down.Health != bw.HealthEjected || down.Ejections != 1 || down.RemainingSeconds <= 0 {
 			t.Fatalf("down: %+v", down)
 		}
-		rec := httptest.NewRecorder()
-		bw.SnapshotHandler(tr).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+		rec := jsonOf(t, tr.Snapshot())
 		for _, want := range []string{`"endpoint": "http://down.test"`, `"health": "ejected"`} {
-			if !strings.Contains(rec.Body.String(), want) {
-				t.Fatalf("snapshot JSON lacks %s:\n%s", want, rec.Body)
+			if !strings.Contains(rec.String(), want) {
+				t.Fatalf("snapshot JSON lacks %s:\n%s", want, rec)
 			}
 		}
 	})

@@ -16,7 +16,7 @@ func TestFaultInjectionRate(t *testing.T) {
 	for _, rate := range []float64{0.25, 0.5} {
 		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{})
 		tr := newTransport(t, u.Transport(), bw.WithMaxAttempts(1),
-			bw.WithBreaker(bw.WithFaultInjection(rate), bw.WithPolicy(bw.Consecutive(1))))
+			bw.WithFaultInjection(rate), bw.WithPolicy(bw.Consecutive(1)))
 		injected := 0
 		for range calls {
 			r := get(tr)

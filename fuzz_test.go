@@ -66,7 +66,7 @@ func FuzzUpstreamResponse(f *testing.F) {
 			if d := time.Since(start); d > callTimeout+deadlineSlack {
 				t.Fatalf("the call took %s", d)
 			}
-			if n := tr.Bulkheads().InFlight("http://upstream.test"); n != 0 {
+			if n := slotsHeld(tr, "http://upstream.test"); n != 0 {
 				t.Fatalf("%d slots held after the call", n)
 			}
 		})
@@ -96,11 +96,11 @@ func FuzzTransportOptions(f *testing.F) {
 			})),
 			bw.WithMaxAttempts(attempts), bw.WithCallTimeout(d(call)), bw.WithAttemptTimeout(d(attempt)),
 			bw.WithBackoff(bw.Constant(d(backoff))), bw.WithRetryBudget(ratio, floor, d(budgetWindow)),
-			bw.WithBreaker(bw.WithPolicy(bw.Window(tolerate, d(within))), bw.WithOpenTimeout(d(openBase), d(openMax)), bw.WithOpenJitter(jitter)),
+			bw.WithPolicy(bw.Window(tolerate, d(within))), bw.WithOpenTimeout(d(openBase), d(openMax)), bw.WithOpenJitter(jitter),
 			bw.WithMaxRetryAfter(d(maxRetryAfter)), bw.WithKeyLimits(keys, time.Minute),
 		}
 		if pauseWait >= 0 || pauseWait < -10 {
-			opts = append(opts, bw.WithPauseGate(bw.WithPauseWait(d(pauseWait))))
+			opts = append(opts, bw.WithMaxWait(d(pauseWait)))
 		}
 		tr, err := bw.NewTransport(opts...)
 		if err != nil {
@@ -130,16 +130,16 @@ func FuzzDurations(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		bs.Trip("k", time.Duration(dur))
-		if s := bs.State("k"); s != bw.StateOpen {
+		bs.Get("k").Trip(time.Duration(dur))
+		if s := bs.Get("k").State(); s != bw.StateOpen {
 			t.Fatalf("Trip(%d) left the breaker %s", dur, s)
 		}
-		g, err := bw.NewPauseGates(bw.WithMaxPause(time.Duration(dur)))
+		g, err := bw.NewPauseGates(bw.WithMaxRetryAfter(time.Duration(dur)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		g.Pause("k", time.Duration(dur))
-		if g.Remaining("k") <= 0 {
+		if pauseLeft(g, "k") <= 0 {
 			t.Fatalf("Pause(%d) with max pause %d paused nothing", dur, dur)
 		}
 		rb, err := bw.NewBreakers(bw.WithPolicy(bw.Consecutive(1)), bw.WithHalfOpen(1, 2),
@@ -147,13 +147,13 @@ func FuzzDurations(f *testing.F) {
 		if err != nil {
 			return
 		}
-		rb.Melt("k", bw.ServerError)
+		rb.Get("k").RecordFailure(bw.ServerError)
 		for i := range int(reopens % 80) {
-			if s := rb.State("k"); s != bw.StateOpen {
+			if s := rb.Get("k").State(); s != bw.StateOpen {
 				t.Fatalf("open timeouts %d..%d: after %d reopenings the breaker is %s", base, maxOpen, i, s)
 			}
-			rb.RecordSuccess("k")
-			rb.Melt("k", bw.ServerError)
+			rb.Get("k").RecordSuccess()
+			rb.Get("k").RecordFailure(bw.ServerError)
 		}
 	})
 }
@@ -187,12 +187,7 @@ func FuzzCallbacks(f *testing.F) {
 			bw.WithClassifier(func(resp *http.Response, err error) bw.Outcome { boom(2); return bw.Classify(resp, err) }),
 			bw.WithRetryIf(func(context.Context, *http.Response, error) (bool, error) { boom(4); return true, nil }),
 			bw.WithObserver(bw.ObserverFunc(func(context.Context, bw.Event) { boom(8) })),
-			bw.WithRetryablehttpBackoff(func(min, max time.Duration, n int, resp *http.Response) time.Duration {
-				if resp != nil { // at request time, not while NewTransport plans
-					boom(16)
-				}
-				return 0
-			}, 0, 0),
+			bw.WithBackoff(requestTimeBackoff(func() { boom(16) })),
 		)
 		if err != nil {
 			t.Fatalf("NewTransport: %v", err)

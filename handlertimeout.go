@@ -8,25 +8,15 @@ import (
 	"time"
 )
 
-// A TimeoutOption configures [NewHandlerTimeout].
-type TimeoutOption interface{ applyTimeout(*timeoutConfig) }
-
-// DefaultTimeoutStatus is the status [HandlerTimeout] answers with.
-const DefaultTimeoutStatus = http.StatusServiceUnavailable
-
-type timeoutConfig struct {
-	inboundConfig
-	status int
-}
-
-type timeoutOptionFunc func(*timeoutConfig)
-
-func (f timeoutOptionFunc) applyTimeout(c *timeoutConfig) { f(c) }
-
 // WithTimeoutStatus sets the status [HandlerTimeout] answers with, a 4xx or
-// 5xx; default 503. 504 suits a handler that mostly waits on an upstream.
-func WithTimeoutStatus(code int) TimeoutOption {
-	return timeoutOptionFunc(func(c *timeoutConfig) { c.status = code })
+// 5xx; 504 suits a handler that mostly waits on an upstream. It configures
+// [HandlerTimeout]. Default: 503.
+func WithTimeoutStatus(code int) Option {
+	return option(func(s *settings) {
+		if c := s.forInbound("WithTimeoutStatus", "HandlerTimeout"); c != nil {
+			c.status = code
+		}
+	})
 }
 
 // HandlerTimeout bounds how long a handler works on a request: the request
@@ -52,22 +42,14 @@ func WithTimeoutStatus(code int) TimeoutOption {
 // deadline anyway; one that ignores it is bounded by the server's
 // WriteTimeout, or should be wrapped in http.TimeoutHandler.
 //
-// A HandlerTimeout is safe for concurrent use and keeps no per-request
-// state.
-type HandlerTimeout struct {
-	in inbound
-	d  time.Duration
-}
-
-// NewHandlerTimeout returns a handler timeout of d, which must be > 0.
-func NewHandlerTimeout(d time.Duration, opts ...TimeoutOption) (*HandlerTimeout, error) {
-	c := timeoutConfig{status: DefaultTimeoutStatus}
-	for _, o := range opts {
-		if o != nil {
-			o.applyTimeout(&c)
-		}
-	}
-	var errs []error
+// d must be > 0; opts are [WithTimeoutStatus], [WithObserver],
+// [WithDenyHandler] and [WithExempt]. The middleware is safe for
+// concurrent use and keeps no per-request state.
+func HandlerTimeout(d time.Duration, opts ...Option) (func(http.Handler) http.Handler, error) {
+	c := inboundConfig{status: inboundStatus(MechTimeout)}
+	s := inboundSettings("HandlerTimeout", &c)
+	s.applyOptions(opts)
+	errs := s.errs
 	if d <= 0 {
 		errs = append(errs, fmt.Errorf("breakwater: handler timeout must be > 0, got %s", d))
 	}
@@ -77,14 +59,18 @@ func NewHandlerTimeout(d time.Duration, opts ...TimeoutOption) (*HandlerTimeout,
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return &HandlerTimeout{in: newInbound(c.inboundConfig, MechTimeout, c.status), d: d}, nil
+	ht := &handlerTimeout{in: newInbound(c, MechTimeout, c.status), d: d}
+	return ht.wrap, nil
 }
 
-// Timeout returns the configured duration.
-func (t *HandlerTimeout) Timeout() time.Duration { return t.d }
+// handlerTimeout is a HandlerTimeout's state.
+type handlerTimeout struct {
+	in inbound
+	d  time.Duration
+}
 
-// Middleware wraps next.
-func (t *HandlerTimeout) Middleware(next http.Handler) http.Handler {
+// wrap is the middleware.
+func (t *handlerTimeout) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if t.in.exempt != nil && t.in.exempt(r) {
 			next.ServeHTTP(w, r)

@@ -14,11 +14,11 @@ import (
 	"github.com/go-chi/chi/v5"
 )
 
-func newTimeout(t *testing.T, d time.Duration, opts ...bw.TimeoutOption) *bw.HandlerTimeout {
+func newTimeout(t *testing.T, d time.Duration, opts ...bw.Option) func(http.Handler) http.Handler {
 	t.Helper()
-	ht, err := bw.NewHandlerTimeout(d, opts...)
+	ht, err := bw.HandlerTimeout(d, opts...)
 	if err != nil {
-		t.Fatalf("NewHandlerTimeout: %v", err)
+		t.Fatalf("HandlerTimeout: %v", err)
 	}
 	return ht
 }
@@ -30,7 +30,7 @@ func newTimeout(t *testing.T, d time.Duration, opts ...bw.TimeoutOption) *bw.Han
 func TestHandlerTimeoutOnARealServer(t *testing.T) {
 	ht := newTimeout(t, 20*time.Millisecond)
 	r := chi.NewRouter()
-	r.Use(ht.Middleware)
+	r.Use(ht)
 	r.Get("/early-header", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		http.NewResponseController(w).Flush()
@@ -102,9 +102,9 @@ func TestHandlerTimeoutOnARealServer(t *testing.T) {
 func TestHandlerTimeoutVirtualTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var obs eventLog
-		ht := newTimeout(t, 3*time.Second, bw.WithTimeoutStatus(http.StatusGatewayTimeout), bw.WithInboundObserver(&obs))
+		ht := newTimeout(t, 3*time.Second, bw.WithTimeoutStatus(http.StatusGatewayTimeout), bw.WithObserver(&obs))
 		var waited time.Duration
-		h := ht.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := ht(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
 			select {
 			case <-r.Context().Done():
@@ -128,7 +128,7 @@ func TestHandlerTimeoutVirtualTime(t *testing.T) {
 		}
 
 		// A handler that finishes in time and writes nothing gets net/http's 200.
-		fast := ht.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { time.Sleep(time.Second) }))
+		fast := ht(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { time.Sleep(time.Second) }))
 		rec = httptest.NewRecorder()
 		fast.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/fast", nil))
 		if rec.Code != http.StatusOK || rec.Body.Len() != 0 || rec.Header().Get("Content-Type") != "" {
@@ -137,7 +137,7 @@ func TestHandlerTimeoutVirtualTime(t *testing.T) {
 
 		// A client that went away gets nothing written.
 		ctx, cancel := context.WithCancel(context.Background())
-		gone := ht.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gone := ht(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			cancel()
 			<-r.Context().Done()
 		}))
@@ -152,7 +152,7 @@ func TestHandlerTimeoutVirtualTime(t *testing.T) {
 func TestHandlerTimeoutPanicPassesThrough(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ht := newTimeout(t, time.Second)
-		h := ht.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := ht(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			<-r.Context().Done()
 			panic("boom")
 		}))
@@ -180,7 +180,7 @@ func TestHandlerTimeoutDenyHandler(t *testing.T) {
 			io.WriteString(w, "custom")
 		}))
 		rec := httptest.NewRecorder()
-		ht.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })).
+		ht(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })).
 			ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 		if rec.Code != 503 || rec.Body.String() != "custom" {
 			t.Fatalf("got %d %q", rec.Code, rec.Body)

@@ -219,13 +219,15 @@ func (s *hedgeState) delayFor(now int64, h *hedging) (time.Duration, bool) {
 // which may be after the call's end. Hedging needs at least 2 attempts per
 // call; a [RequestPolicy] with MaxAttempts 1 turns it off for a request.
 func WithHedging(h Hedging) Option {
-	return optionFunc(func(c *config) {
+	return option(func(s *settings) {
 		r, err := h.resolve()
 		if err != nil {
-			c.errs = append(c.errs, err)
+			s.errs = append(s.errs, err)
 			return
 		}
-		c.hedging = &r
+		if c := s.forTransport("WithHedging", false); c != nil {
+			c.hedging = &r
+		}
 	})
 }
 

@@ -265,8 +265,8 @@ func TestHedgeLoserIsCancelledAndNeutral(t *testing.T) {
 		if len(snap.Breakers) != 1 || snap.Breakers[0].Failures != 0 || snap.Breakers[0].StateName != "closed" {
 			t.Fatalf("breaker after a cancelled loser: %+v", snap.Breakers)
 		}
-		if b := tr.Bulkheads().Get(upstreamKey); b.InFlight() != 0 {
-			t.Fatalf("%d bulkhead slots still held", b.InFlight())
+		if n := slotsHeld(tr, upstreamKey); n != 0 {
+			t.Fatalf("%d bulkhead slots still held", n)
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -300,7 +300,7 @@ func TestHedgesPassAdmission(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Delay: 50 * time.Millisecond})
 		tr := newTransport(t, u.Transport(), bw.WithHedging(bw.Hedging{Delay: 10 * time.Millisecond, Budget: 1}),
-			bw.WithConcurrencyLimit(1, bw.WithBulkheadQueue(8, time.Second)))
+			bw.WithConcurrencyLimit(1, bw.WithMaxQueue(8), bw.WithMaxWait(time.Second)))
 		for range 3 {
 			if r := get(tr); r.status != 200 {
 				t.Fatalf("%+v", r)
@@ -489,11 +489,10 @@ func TestSnapshotShowsHedging(t *testing.T) {
 			s.Hedges[0].Delay < 4500*time.Microsecond || s.Hedges[0].Delay > 5500*time.Microsecond {
 			t.Fatalf("hedges %+v", s.Hedges)
 		}
-		rec := httptest.NewRecorder()
-		bw.SnapshotHandler(tr).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+		rec := jsonOf(t, tr.Snapshot())
 		for _, want := range []string{`"hedges": [`, `"delay_seconds": 0.005`} {
-			if !strings.Contains(rec.Body.String(), want) {
-				t.Fatalf("snapshot JSON lacks %s:\n%s", want, rec.Body)
+			if !strings.Contains(rec.String(), want) {
+				t.Fatalf("snapshot JSON lacks %s:\n%s", want, rec)
 			}
 		}
 	})

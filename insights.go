@@ -14,7 +14,7 @@ import (
 
 // Insight is one plain-words finding about live traffic: something the
 // counters show that an operator should know, such as a breaker that never
-// opened while many calls failed. See [Insights].
+// opened while many calls failed. See [WithInsights] for the checks.
 type Insight struct {
 	// Key is the upstream the finding is about.
 	Key string `json:"key"`
@@ -43,40 +43,21 @@ const (
 	insightMaxPauseSpans = 32
 )
 
-// Insights is an [Observer] that turns a transport's events into plain
-// warnings, in the manner of ExternalService's insights: it keeps a few
+// insights is the Observer that [WithInsights] adds: it keeps a few
 // counters per key over the last five minutes (calls, failed calls,
 // retries, attempts that hit the attempt timeout, retry budget refusals,
-// pause holds, breaker openings) and reports what they show as
-// [Insight] values:
-//
-//   - breaker_never_opened: at least 20 % of at least 20 calls failed in the
-//     last minute and the breaker did not open;
-//   - breaker_flapping: the breaker opened 3 times or more in 5 minutes;
-//   - retry_budget_exhausted: the retry budget refused retries in the last
-//     minute;
-//   - pause_held: a pause the upstream asked for held or refused calls for
-//     at least 20 % of the last 5 minutes;
-//   - attempt_timeouts: the attempt timeout fired on at least 10 % of at
-//     least 20 attempts in the last minute;
-//   - retries_absorb_failures: at least 20 % of at least 20 successful
-//     calls needed a retry in the last minute.
-//
-// Give it to a [Transport] with [WithObserver]; the transport's
-// [Transport.Snapshot] then carries the findings, and so does a status
-// page showing the transport. One Insights may observe several
-// transports. It keeps at most [DefaultMaxKeys] keys (about 1.5 KiB
-// each), forgetting keys idle for five minutes. It is safe for concurrent
-// use; the zero value is not usable, call [NewInsights].
-type Insights struct {
+// pause holds, breaker openings) and reports what they show as [Insight]
+// values. It keeps at most 10 000 keys (about 1.5 KiB each), forgetting keys idle
+// for five minutes. It is safe for concurrent use.
+type insights struct {
 	start time.Time
 	keys  *keyed.Map[*insightKey]
 }
 
-// NewInsights returns an Insights with no counts.
-func NewInsights() *Insights {
-	in := &Insights{start: time.Now()}
-	in.keys = keyed.New(DefaultMaxKeys, insightBucket*insightBuckets, newInsightKey, func(*insightKey, time.Time) keyed.Keep { return keyed.None })
+// newInsights returns an insights with no counts.
+func newInsights() *insights {
+	in := &insights{start: time.Now()}
+	in.keys = keyed.New(defaultMaxKeys, insightBucket*insightBuckets, newInsightKey, func(*insightKey, time.Time) keyed.Keep { return keyed.None })
 	return in
 }
 
@@ -100,10 +81,10 @@ type insightBucketCounts struct {
 
 func newInsightKey(key string) *insightKey { return &insightKey{key: key, first: -1} }
 
-func (in *Insights) now() int64 { return int64(time.Since(in.start)) }
+func (in *insights) now() int64 { return int64(time.Since(in.start)) }
 
 // Observe counts e. Inbound events (EventRequest) are ignored.
-func (in *Insights) Observe(_ context.Context, e Event) {
+func (in *insights) Observe(_ context.Context, e Event) {
 	switch e.Kind {
 	case EventCallEnd, EventAttempt, EventReject, EventWait, EventTransition:
 	default:
@@ -224,9 +205,9 @@ func (k *insightKey) heldFor(from, to int64) time.Duration {
 	return time.Duration(d)
 }
 
-// Findings returns what the counters show now, worst first within each
+// findings returns what the counters show now, worst first within each
 // check, at most 100 findings.
-func (in *Insights) Findings() []Insight {
+func (in *insights) findings() []Insight {
 	if in == nil {
 		return nil
 	}

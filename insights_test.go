@@ -26,7 +26,7 @@ func finding(in []bw.Insight, check string) (bw.Insight, bool) {
 // Each insight appears when live traffic shows it, with its number in the
 // message, and not otherwise.
 func TestInsights(t *testing.T) {
-	never := bw.WithBreaker(bw.WithPolicy(bw.Window(1000, time.Minute)))
+	never := bw.WithPolicy(bw.Window(1000, time.Minute))
 	for _, tc := range []struct {
 		name  string
 		check string
@@ -64,7 +64,7 @@ func TestInsights(t *testing.T) {
 			step: func(int, time.Duration) breakwatertest.Step {
 				return breakwatertest.Step{Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"30"}}}
 			},
-			opts:  []bw.Option{bw.WithMaxAttempts(1), bw.WithPauseGate(bw.WithPauseWait(0))},
+			opts:  []bw.Option{bw.WithMaxAttempts(1), bw.WithMaxWait(0)},
 			calls: 60, every: time.Second, value: 58.0 / 60, words: "pause gate held calls for 97 % of the last 60s (58s)",
 		},
 		{
@@ -73,7 +73,7 @@ func TestInsights(t *testing.T) {
 				return breakwatertest.Step{Status: http.StatusInternalServerError}
 			},
 			opts: []bw.Option{bw.WithBackoff(bw.Constant(0)), bw.WithRetryBudget(0, 0.5, 10*time.Second),
-				bw.WithBreaker(bw.WithBreakerMode(bw.ModeDisabled))},
+				bw.WithoutBreaker()},
 			calls: 20, every: time.Second, value: 16, words: "retry budget exhausted 16 times in the last minute",
 		},
 		{
@@ -84,8 +84,7 @@ func TestInsights(t *testing.T) {
 				}
 				return breakwatertest.Step{}
 			},
-			opts: []bw.Option{bw.WithMaxAttempts(1), bw.WithBreaker(bw.WithPolicy(bw.Consecutive(1)),
-				bw.WithOpenTimeout(time.Second, time.Second), bw.WithOpenJitter(0), bw.WithHalfOpen(1, 1))},
+			opts:  []bw.Option{bw.WithMaxAttempts(1), bw.WithPolicy(bw.Consecutive(1)), bw.WithOpenTimeout(time.Second, time.Second), bw.WithOpenJitter(0), bw.WithHalfOpen(1, 1)},
 			calls: 60, every: 500 * time.Millisecond, value: 4, words: "breaker opened 4 times in the last 5 minutes",
 		},
 		{
@@ -106,8 +105,7 @@ func TestInsights(t *testing.T) {
 				u := breakwatertest.NewPipeUpstreamFunc(t, func(n int, _ *http.Request) breakwatertest.Step {
 					return tc.step(n, time.Since(start))
 				})
-				in := bw.NewInsights()
-				tr := newTransport(t, u.Transport(), append(tc.opts, bw.WithObserver(bw.Observers(in)))...)
+				tr := newTransport(t, u.Transport(), append(tc.opts, bw.WithInsights(true))...)
 				if _, ok := finding(tr.Snapshot().Insights, tc.check); ok {
 					t.Fatal("a finding before any traffic")
 				}
@@ -117,14 +115,14 @@ func TestInsights(t *testing.T) {
 				}
 				got, ok := finding(tr.Snapshot().Insights, tc.check)
 				if !ok {
-					t.Fatalf("no %s finding in %+v", tc.check, in.Findings())
+					t.Fatalf("no %s finding in %+v", tc.check, tr.Snapshot().Insights)
 				}
 				if diff := got.Value - tc.value; diff > 1e-9 || diff < -1e-9 || !strings.Contains(got.Message, tc.words) {
 					t.Fatalf("finding %.3f %q, want %.3f and %q", got.Value, got.Message, tc.value, tc.words)
 				}
 				// Five quiet minutes later, nothing is left to report.
 				time.Sleep(5 * time.Minute)
-				if f, ok := finding(in.Findings(), tc.check); ok {
+				if f, ok := finding(tr.Snapshot().Insights, tc.check); ok {
 					t.Fatalf("still reported after five quiet minutes: %q", f.Message)
 				}
 			})
@@ -137,8 +135,7 @@ func TestInsights(t *testing.T) {
 func TestInsightsQuietWhenHealthy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{})
-		in := bw.NewInsights()
-		tr := newTransport(t, u.Transport(), bw.WithObserver(in))
+		tr := newTransport(t, u.Transport(), bw.WithInsights(true))
 		for range 100 {
 			get(tr)
 			time.Sleep(100 * time.Millisecond)
@@ -162,24 +159,9 @@ func TestInsightsQuietWhenHealthy(t *testing.T) {
 	})
 }
 
-// Findings are bounded whatever the number of keys.
-func TestInsightsBounded(t *testing.T) {
-	in := bw.NewInsights()
-	for k := range 300 {
-		key := fmt.Sprintf("host-%d", k)
-		for range 5 {
-			in.Observe(t.Context(), bw.Event{Kind: bw.EventReject, Key: key, Mechanism: bw.MechRetryBudget})
-		}
-	}
-	if n := len(in.Findings()); n != 100 {
-		t.Fatalf("%d findings, want 100", n)
-	}
-}
-
-// Insights observes a transport's traffic and reports it in plain words.
-func ExampleInsights() {
-	in := bw.NewInsights()
-	tr, err := bw.NewTransport(bw.WithObserver(in))
+// With insights, a transport's snapshot reports its traffic in plain words.
+func ExampleWithInsights() {
+	tr, err := bw.NewTransport(bw.WithInsights(true))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -188,6 +170,6 @@ func ExampleInsights() {
 	for _, i := range tr.Snapshot().Insights {
 		fmt.Printf("%s: %s\n", i.Key, i.Message)
 	}
-	fmt.Println(len(in.Findings()), "findings")
+	fmt.Println(len(tr.Snapshot().Insights), "findings")
 	// Output: 0 findings
 }

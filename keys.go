@@ -449,7 +449,7 @@ func parseForwardedAddr(e string) (netip.Addr, string, bool) {
 
 // HeaderKey returns a [KeyFunc] that keys a request by the first value of
 // the named header (an API key, a tenant ID), or "" when the header is
-// absent. Combine it with [FirstKey] to fall back to the client address.
+// absent; a KeyFunc of your own can fall back to [RemoteAddrKey].
 // Header values are chosen by the client: use it behind authentication,
 // or accept that a client can spread its requests over many keys.
 //
@@ -478,8 +478,10 @@ func HeaderKey(name string) KeyFunc {
 //
 // Without chi it is [http.Request.Pattern], which [http.ServeMux] sets
 // before calling the handler it matched: wrap the handlers you register on
-// a ServeMux (mux.Handle("GET /x", mw(h))), or wrap the whole mux with
-// [ServeMuxRouteKey].
+// a ServeMux (mux.Handle("GET /x", mw(h))), or, to wrap the whole mux,
+// give the middleware a [WithKeyFunc] that asks the mux first:
+//
+//	func(r *http.Request) string { _, p := mux.Handler(r); return p }
 func RouteKey(r *http.Request) string {
 	if rctx := chi.RouteContext(r.Context()); rctx != nil {
 		return chiRoute(rctx, r)
@@ -514,71 +516,6 @@ func chiRoute(rctx *chi.Context, r *http.Request) string {
 	x.Reset()
 	chiScratch.Put(x)
 	return p
-}
-
-// ServeMuxRouteKey returns a [KeyFunc] that keys a request by the pattern
-// mux would route it to ("GET /items/{id}"), for middleware that wraps a
-// whole [http.ServeMux]. A request that matches no pattern has the key "".
-func ServeMuxRouteKey(mux *http.ServeMux) KeyFunc {
-	if mux == nil {
-		panic("breakwater: ServeMuxRouteKey: nil mux")
-	}
-	return func(r *http.Request) string {
-		if r.Pattern != "" {
-			return r.Pattern
-		}
-		_, p := mux.Handler(r)
-		return p
-	}
-}
-
-// keySep joins the parts of a composed key.
-const keySep = "|"
-
-// JoinKeys returns a [KeyFunc] whose key is every fn's key joined by "|":
-// JoinKeys(RouteKey, RemoteAddrKey) limits each client on each route
-// separately. It panics when fns is empty or holds a nil function.
-func JoinKeys(fns ...KeyFunc) KeyFunc {
-	checkKeyFuncs("JoinKeys", fns)
-	fns = append([]KeyFunc(nil), fns...)
-	return func(r *http.Request) string {
-		var b strings.Builder
-		for i, fn := range fns {
-			if i > 0 {
-				b.WriteString(keySep)
-			}
-			b.WriteString(fn(r))
-		}
-		return b.String()
-	}
-}
-
-// FirstKey returns a [KeyFunc] whose key is the first non-empty key among
-// fns, tried in order: FirstKey(HeaderKey("X-API-Key"), RemoteAddrKey)
-// keys authenticated clients by their API key and the rest by address. It
-// panics when fns is empty or holds a nil function.
-func FirstKey(fns ...KeyFunc) KeyFunc {
-	checkKeyFuncs("FirstKey", fns)
-	fns = append([]KeyFunc(nil), fns...)
-	return func(r *http.Request) string {
-		for _, fn := range fns {
-			if k := fn(r); k != "" {
-				return k
-			}
-		}
-		return ""
-	}
-}
-
-func checkKeyFuncs(name string, fns []KeyFunc) {
-	if len(fns) == 0 {
-		panic("breakwater: " + name + " needs at least one KeyFunc")
-	}
-	for _, fn := range fns {
-		if fn == nil {
-			panic("breakwater: " + name + ": nil KeyFunc")
-		}
-	}
 }
 
 // validHeaderName reports whether s is a header field name (an RFC 9110

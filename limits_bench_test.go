@@ -38,12 +38,8 @@ func BenchmarkRateLimitAdmission(b *testing.B) {
 	ref := rate.NewLimiter(limit, burst)
 	b.Run("x_time_rate_Allow", func(b *testing.B) { serialAndParallel(b, func() { ref.Allow() }) })
 
-	l, _ := bw.NewRateLimiter(limit, burst)
-	b.Run("RateLimiter_Allow", func(b *testing.B) { serialAndParallel(b, func() { l.Allow() }) })
-	b.Run("RateLimiter_Wait", func(b *testing.B) { serialAndParallel(b, func() { _ = l.Wait(ctx) }) })
-
 	rs, _ := bw.NewRateLimiters(limit, burst)
-	b.Run("RateLimiters_Allow", func(b *testing.B) { serialAndParallel(b, func() { rs.Allow("api.example.com") }) })
+	b.Run("RateLimiters_Take", func(b *testing.B) { serialAndParallel(b, func() { rs.Take("api.example.com") }) })
 	b.Run("RateLimiters_Wait", func(b *testing.B) { serialAndParallel(b, func() { _ = rs.Wait(ctx, "api.example.com") }) })
 }
 
@@ -53,7 +49,7 @@ func BenchmarkPauseGateCheck(b *testing.B) {
 	ctx := context.Background()
 	g, _ := bw.NewPauseGates()
 	b.Run("none_paused/Wait", func(b *testing.B) { serialAndParallel(b, func() { _ = g.Wait(ctx, "api.example.com") }) })
-	b.Run("none_paused/Remaining", func(b *testing.B) { serialAndParallel(b, func() { g.Remaining("api.example.com") }) })
+	b.Run("none_paused/Remaining", func(b *testing.B) { serialAndParallel(b, func() { pauseLeft(g, "api.example.com") }) })
 
 	// Another key is paused: the check reads the clock and looks the key
 	// up.
@@ -66,19 +62,6 @@ func BenchmarkPauseGateCheck(b *testing.B) {
 // when one is free.
 func BenchmarkBulkheadAcquireRelease(b *testing.B) {
 	ctx := context.Background()
-	bh, _ := bw.NewBulkhead(1 << 20)
-	b.Run("Bulkhead", func(b *testing.B) {
-		serialAndParallel(b, func() {
-			s, _ := bh.Acquire(ctx)
-			s.Release()
-		})
-	})
-	b.Run("Bulkhead_TryAcquire", func(b *testing.B) {
-		serialAndParallel(b, func() {
-			s, _ := bh.TryAcquire()
-			s.Release()
-		})
-	})
 	bs, _ := bw.NewBulkheads(1 << 20)
 	b.Run("Bulkheads", func(b *testing.B) {
 		serialAndParallel(b, func() {
@@ -86,10 +69,10 @@ func BenchmarkBulkheadAcquireRelease(b *testing.B) {
 			s.Release()
 		})
 	})
-	ad, _ := bw.NewBulkhead(1<<10, bw.WithAdaptiveLimit(bw.Gradient{}))
-	b.Run("Bulkhead_Gradient", func(b *testing.B) {
+	ad, _ := bw.NewBulkheads(1<<10, bw.WithAdaptiveLimit(bw.Gradient{}))
+	b.Run("Bulkheads_Gradient", func(b *testing.B) {
 		serialAndParallel(b, func() {
-			s, _ := ad.Acquire(ctx)
+			s, _ := ad.Acquire(ctx, "api.example.com")
 			s.Release()
 		})
 	})

@@ -6,62 +6,6 @@ import (
 	"time"
 )
 
-// A MiddlewareOption configures any inbound middleware: it is a
-// [TimeoutOption], a [RouteBreakerOption], a [ShedOption] and a
-// [ClientRateLimitOption].
-type MiddlewareOption interface {
-	TimeoutOption
-	RouteBreakerOption
-	ShedOption
-	ClientRateLimitOption
-}
-
-// inboundConfig is what every inbound middleware shares.
-type inboundConfig struct {
-	name   string
-	deny   DenyHandler
-	obs    Observer
-	exempt func(*http.Request) bool
-}
-
-type inboundOption func(*inboundConfig)
-
-func (f inboundOption) applyTimeout(c *timeoutConfig)                 { f(&c.inboundConfig) }
-func (f inboundOption) applyRouteBreaker(c *routeBreakerConfig)       { f(&c.inboundConfig) }
-func (f inboundOption) applyShed(c *shedConfig)                       { f(&c.inboundConfig) }
-func (f inboundOption) applyClientRateLimit(c *clientRateLimitConfig) { f(&c.inboundConfig) }
-
-// WithDenyHandler replaces the default response to a rejected request
-// ([WriteProblem]: an RFC 9457 application/problem+json body). A nil h
-// keeps the default.
-func WithDenyHandler(h DenyHandler) MiddlewareOption {
-	return inboundOption(func(c *inboundConfig) { c.deny = h })
-}
-
-// WithInboundObserver makes the middleware report to o: an [EventRequest]
-// when it finishes serving a request (Route, Method, Status, Category,
-// Duration), unless an outer breakwater middleware reports it, and an
-// [EventReject] (Mechanism, Key, Route, Method, Status, Err) for each
-// request it rejects. A nil o (the default) reports nothing and costs
-// nothing.
-func WithInboundObserver(o Observer) MiddlewareOption {
-	return inboundOption(func(c *inboundConfig) { c.obs = o })
-}
-
-// WithExempt exempts the requests for which fn returns true: they go
-// straight to the next handler, untouched and unreported (health checks,
-// readiness probes, an operator's endpoints). fn runs on every request
-// before anything else and must be fast and safe for concurrent use. A nil
-// fn (the default) exempts nothing.
-func WithExempt(fn func(r *http.Request) bool) MiddlewareOption {
-	return inboundOption(func(c *inboundConfig) { c.exempt = fn })
-}
-
-// WithName names the middleware in its [Snapshot].
-func WithName(name string) MiddlewareOption {
-	return inboundOption(func(c *inboundConfig) { c.name = name })
-}
-
 // inbound is the runtime part every middleware shares.
 type inbound struct {
 	inboundConfig
@@ -203,7 +147,7 @@ func inboundOutcome(r *http.Request, rw *responseWriter, panicked bool) (int, Ca
 		return http.StatusOK, Success // net/http's default
 	}
 	resp := http.Response{StatusCode: rw.status, Header: rw.Header()}
-	cat := classifyResponse(&resp, DefaultMaxRetryAfter).Category
+	cat := classifyResponse(&resp, defaultMaxRetryAfter).Category
 	if cat.Failure() {
 		switch ctxErr {
 		case context.Canceled:
@@ -214,9 +158,3 @@ func inboundOutcome(r *http.Request, rw *responseWriter, panicked bool) (int, Ca
 	}
 	return rw.status, cat
 }
-
-var (
-	_ Snapshotter = (*RouteBreaker)(nil)
-	_ Snapshotter = (*Shedder)(nil)
-	_ Snapshotter = (*ClientRateLimit)(nil)
-)

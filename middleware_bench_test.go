@@ -79,20 +79,20 @@ func BenchmarkChi(b *testing.B) {
 
 // BenchmarkRouteBreaker is a closed route breaker on every request.
 func BenchmarkRouteBreaker(b *testing.B) {
-	rb, err := bw.NewRouteBreaker(nil)
+	rb, err := bw.RouteBreaker(nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	runServe(b, benchRouter(rb.Middleware), oneClient)
+	runServe(b, benchRouter(rb), oneClient)
 }
 
 // BenchmarkHandlerTimeout pays for a context with a deadline per request.
 func BenchmarkHandlerTimeout(b *testing.B) {
-	ht, err := bw.NewHandlerTimeout(time.Minute)
+	ht, err := bw.HandlerTimeout(time.Minute)
 	if err != nil {
 		b.Fatal(err)
 	}
-	runServe(b, benchRouter(ht.Middleware), oneClient)
+	runServe(b, benchRouter(ht), oneClient)
 }
 
 // BenchmarkClientRateLimit is an admitted request: a bucket lookup, a
@@ -103,29 +103,28 @@ func BenchmarkClientRateLimit(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	crl, err := bw.NewClientRateLimit(rl, bw.RemoteAddrKey)
+	crl, err := bw.ClientRateLimit(rl, bw.RemoteAddrKey)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer crl.Close()
 	clients := func(i int) string { return "192.0.2." + strconv.Itoa(i%250+1) + ":4000" }
-	b.Run("chi", func(b *testing.B) { runServe(b, benchRouter(crl.Middleware), clients) })
+	b.Run("chi", func(b *testing.B) { runServe(b, benchRouter(crl), clients) })
 	b.Run("bare", func(b *testing.B) {
-		runServe(b, crl.Middleware(http.HandlerFunc(okHandler)), clients)
+		runServe(b, crl(http.HandlerFunc(okHandler)), clients)
 	})
 }
 
 // BenchmarkShedder is admit + release of a slot around a trivial handler,
 // bare and on chi.
 func BenchmarkShedder(b *testing.B) {
-	bh, err := bw.NewBulkhead(1 << 20)
+	bh, err := bw.NewBulkheads(1 << 20)
 	if err != nil {
 		b.Fatal(err)
 	}
-	sh, err := bw.NewShedder(bh)
+	sh, err := bw.Shedder(bh)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Run("bare", func(b *testing.B) { runServe(b, sh.Middleware(http.HandlerFunc(okHandler)), oneClient) })
-	b.Run("chi", func(b *testing.B) { runServe(b, benchRouter(sh.Middleware), oneClient) })
+	b.Run("bare", func(b *testing.B) { runServe(b, sh(http.HandlerFunc(okHandler)), oneClient) })
+	b.Run("chi", func(b *testing.B) { runServe(b, benchRouter(sh), oneClient) })
 }

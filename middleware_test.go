@@ -91,14 +91,14 @@ func decodeProblem(t *testing.T, h http.Header, body string) problem {
 }
 
 func TestMiddlewareOptionErrors(t *testing.T) {
-	if _, err := bw.NewHandlerTimeout(0); err == nil {
-		t.Error("NewHandlerTimeout(0) succeeded")
+	if _, err := bw.HandlerTimeout(0); err == nil {
+		t.Error("HandlerTimeout(0) succeeded")
 	}
-	if _, err := bw.NewHandlerTimeout(time.Second, bw.WithTimeoutStatus(200)); err == nil || !strings.Contains(err.Error(), "4xx or 5xx") {
+	if _, err := bw.HandlerTimeout(time.Second, bw.WithTimeoutStatus(200)); err == nil || !strings.Contains(err.Error(), "4xx or 5xx") {
 		t.Errorf("timeout status 200: %v", err)
 	}
-	if _, err := bw.NewRouteBreaker(nil, bw.WithRouteKey(nil)); err == nil {
-		t.Error("NewRouteBreaker with a nil key succeeded")
+	if _, err := bw.RouteBreaker(nil, bw.WithKeyFunc(nil)); err == nil {
+		t.Error("RouteBreaker with a nil key succeeded")
 	}
 }
 
@@ -129,7 +129,7 @@ func serve(h http.Handler, method, target string) *httptest.ResponseRecorder {
 
 func TestHijackThroughTheWrapper(t *testing.T) {
 	ht := newTimeout(t, time.Minute)
-	h := ht.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := ht(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, ok := w.(http.Hijacker); !ok {
 			t.Error("the wrapper hides http.Hijacker")
 		}
@@ -155,7 +155,7 @@ func TestHijackThroughTheWrapper(t *testing.T) {
 
 func TestWrapperKeepsFlushAndReadFrom(t *testing.T) {
 	ht := newTimeout(t, time.Minute)
-	h := ht.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := ht(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, ok := w.(io.ReaderFrom); !ok {
 			t.Error("the wrapper hides io.ReaderFrom")
 		}

@@ -129,9 +129,9 @@ type ObserverFunc func(ctx context.Context, e Event)
 // Observe calls f(ctx, e).
 func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
 
-// Observers composes observers; nil ones are dropped. It returns nil when
+// observers composes observers; nil ones are dropped. It returns nil when
 // none is left, so that an unobserved component pays nothing.
-func Observers(obs ...Observer) Observer {
+func observers(obs ...Observer) Observer {
 	var out multiObserver
 	for _, o := range obs {
 		switch o := o.(type) {
@@ -185,9 +185,12 @@ func LogObserver(l *slog.Logger, interval time.Duration) Observer {
 		interval = 10 * time.Second
 	}
 	lo := &logObserver{l: l, interval: int64(interval), start: time.Now()}
-	lo.last = keyed.New(DefaultMaxBreakers, 10*interval, func(string) *logGate { return &logGate{} }, func(*logGate, time.Time) keyed.Keep { return keyed.None })
+	lo.last = keyed.New(logGateKeys, 10*interval, func(string) *logGate { return &logGate{} }, func(*logGate, time.Time) keyed.Keep { return keyed.None })
 	return lo
 }
+
+// logGateKeys bounds the keys a LogObserver rate-limits rejections of.
+const logGateKeys = 10_000
 
 type logObserver struct {
 	l        *slog.Logger

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -53,7 +54,7 @@ func TestEventOrder(t *testing.T) {
 		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 503})
 		rec := &recorder{}
 		tr := newTransport(t, u.Transport(), bw.WithObserver(rec), bw.WithoutRetryBudget(),
-			bw.WithBreaker(bw.WithPolicy(bw.Consecutive(1)), bw.WithHalfOpen(1, 1)))
+			bw.WithPolicy(bw.Consecutive(1)), bw.WithHalfOpen(1, 1))
 		get(tr) // fails three times, then opens the breaker
 		get(tr) // rejected
 		time.Sleep(time.Minute)
@@ -88,14 +89,18 @@ func TestPanickingObserverDoesNotBreakCalls(t *testing.T) {
 }
 
 func TestObserversCompose(t *testing.T) {
-	if bw.Observers(nil, nil) != nil {
-		t.Fatal("Observers of nothing is not nil")
-	}
 	a, b := &recorder{}, &recorder{}
-	o := bw.Observers(a, nil, bw.Observers(b))
-	o.Observe(context.Background(), bw.Event{Kind: bw.EventWait})
-	if len(a.events) != 1 || len(b.events) != 1 {
-		t.Fatal("composed observers did not all receive the event")
+	tr, err := bw.NewTransport(bw.WithBase(okBase), bw.WithObserver(a), bw.WithObserver(nil), bw.WithObserver(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := tr.RoundTrip(httptest.NewRequest(http.MethodGet, "http://a.test/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(a.events) == 0 || len(a.events) != len(b.events) {
+		t.Fatalf("observers got %d and %d events: every one must get every event", len(a.events), len(b.events))
 	}
 }
 
@@ -124,10 +129,10 @@ func TestWaitEvents(t *testing.T) {
 // the observer given to the registry.
 func TestSharedBreakersReportTransitionsOnce(t *testing.T) {
 	rec := &recorder{}
-	bs := newBreakers(t, bw.WithBreakerObserver(rec))
+	bs := newBreakers(t, bw.WithObserver(rec))
 	a := newTransport(t, nil, bw.WithBreakers(bs), bw.WithObserver(rec))
 	newTransport(t, nil, bw.WithBreakers(bs), bw.WithObserver(rec))
-	a.Breakers().Trip("k", time.Minute)
+	a.Breakers().Get("k").Trip(time.Minute)
 	if got := rec.kinds(); got != "transition(closed>open)" {
 		t.Fatalf("events %q, want one transition", got)
 	}

@@ -17,8 +17,7 @@ func failOnce(t *testing.T, bs *bw.Breakers, key string) {
 	if err != nil {
 		t.Fatalf("%s: %v", key, err)
 	}
-	p.Record(fail)
-	p.Release()
+	p.Done(fail)
 }
 
 // remaining is how long key's breaker stays open from now.
@@ -110,14 +109,13 @@ func TestThrottledOpenDuration(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)), bw.WithCountThrottled(true),
+				bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)), bw.WithCountAsFailure(bw.Throttled),
 					bw.WithOpenTimeout(openTimeout, maxOpen), bw.WithOpenJitter(0))
 				p, err := bs.Get("k").Allow()
 				if err != nil {
 					t.Fatal(err)
 				}
-				p.Record(c.o)
-				p.Release()
+				p.Done(c.o)
 				if d := remaining(t, bs, "k"); d != c.want {
 					t.Fatalf("opened for %s, want %s", d, c.want)
 				}

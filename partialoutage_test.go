@@ -26,11 +26,11 @@ import (
 type openCounter struct{ n atomic.Int32 }
 
 func (o *openCounter) option() bw.Option {
-	return bw.WithBreaker(bw.OnTransition(func(tr bw.Transition) {
+	return onTransition(func(tr bw.Transition) {
 		if tr.To == bw.StateOpen {
 			o.n.Add(1)
 		}
-	}))
+	})
 }
 
 // seeded returns a concurrency-safe source of uniform numbers in [0, 1).
@@ -124,7 +124,7 @@ func TestPartialOutageHardDown(t *testing.T) {
 		for range 8 {
 			wg.Go(func() {
 				for range 25 {
-					open := tr.Breakers().State(upstreamKey) == bw.StateOpen
+					open := tr.Breakers().Get(upstreamKey).State() == bw.StateOpen
 					start := time.Now()
 					r := get(tr)
 					if open && errors.Is(r.err, bw.ErrCircuitOpen) {
@@ -354,13 +354,13 @@ func TestPartialOutageHangWithShortCallers(t *testing.T) {
 		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Hang: true})
 		tr := newTransport(t, u.Transport(), bw.WithAttemptTimeout(200*time.Millisecond))
 		calls := 0
-		for calls < 30 && tr.Breakers().State(upstreamKey) == bw.StateClosed {
+		for calls < 30 && tr.Breakers().Get(upstreamKey).State() == bw.StateClosed {
 			calls++
 			ctx, cancel := context.WithTimeout(context.Background(), 350*time.Millisecond)
 			send(ctx, tr, "upstream.test")
 			cancel()
 		}
-		s, _ := tr.Breakers().Snapshot(upstreamKey)
+		s, _ := breakerOf(tr.Breakers(), upstreamKey)
 		t.Logf("hang, 200 ms attempts, 350 ms callers: breaker %s after %d calls and %d upstream requests", s.StateName, calls, u.Count())
 		if s.State != bw.StateOpen || calls > 12 {
 			t.Fatalf("breaker %s after %d calls, want open within 12", s.StateName, calls)
@@ -408,7 +408,7 @@ func TestPartialOutageImpatientCallersAreNeutral(t *testing.T) {
 			var opens openCounter
 			tr := newTransport(t, u.Transport(), opens.option())
 			load(tr, 20, 5*time.Second, 300*time.Millisecond)
-			if s, _ := tr.Breakers().Snapshot(upstreamKey); opens.n.Load() != 0 || s.Failures != 0 {
+			if s, _ := breakerOf(tr.Breakers(), upstreamKey); opens.n.Load() != 0 || s.Failures != 0 {
 				t.Fatalf("300 ms callers of a 500 ms upstream: %d openings, %+v", opens.n.Load(), s)
 			}
 		})
@@ -424,7 +424,7 @@ func TestPartialOutageImpatientCallersAreNeutral(t *testing.T) {
 				}
 			}
 			load(tr, 20, 5*time.Second, 1200*time.Millisecond)
-			if s, _ := tr.Breakers().Snapshot(upstreamKey); opens.n.Load() != 0 || s.Failures != 0 {
+			if s, _ := breakerOf(tr.Breakers(), upstreamKey); opens.n.Load() != 0 || s.Failures != 0 {
 				t.Fatalf("1.2 s callers of a 1.5 s upstream: %d openings, %+v", opens.n.Load(), s)
 			}
 		})
@@ -440,7 +440,7 @@ func TestPartialOutageImpatientCallersAreNeutral(t *testing.T) {
 					t.Fatalf("%+v", r)
 				}
 			}
-			if s, _ := tr.Breakers().Snapshot(upstreamKey); s.State != bw.StateClosed || s.Failures != 0 {
+			if s, _ := breakerOf(tr.Breakers(), upstreamKey); s.State != bw.StateClosed || s.Failures != 0 {
 				t.Fatalf("callers cancelling a hung call: %+v", s)
 			}
 		})

@@ -13,13 +13,6 @@ import (
 	"github.com/breakwater-go/breakwater/internal/keyed"
 )
 
-// A PauseOption configures [NewPauseGates] and [WithPauseGate].
-type PauseOption interface{ applyPause(*pauseConfig) }
-
-type pauseOptionFunc func(*pauseConfig)
-
-func (f pauseOptionFunc) applyPause(c *pauseConfig) { f(c) }
-
 type pauseConfig struct {
 	maxPause time.Duration
 	maxWait  time.Duration
@@ -27,30 +20,27 @@ type pauseConfig struct {
 	maxKeys  int
 	idleTTL  time.Duration
 	bus      ClusterBus
+	pacing   bool // pause on a spent quota in rate limit fields
 }
 
-// WithMaxPause caps every pause: a longer hint pauses the key for d.
-// Default: [DefaultMaxRetryAfter]; a [Transport] uses its
-// [WithMaxRetryAfter] value.
-func WithMaxPause(d time.Duration) PauseOption {
-	return pauseOptionFunc(func(c *pauseConfig) { c.maxPause = d })
+// newPauseConfig returns the pause gates' defaults.
+func newPauseConfig() pauseConfig {
+	return pauseConfig{maxPause: defaultMaxRetryAfter, maxKeys: defaultMaxKeys, idleTTL: defaultIdleTTL, pacing: true}
 }
 
-// WithPauseWait sets the longest a call waits for a pause to end; 0 makes
-// calls to a paused key fail at once. Default: as long as the longest
-// pause, so that only the call's deadline decides.
-func WithPauseWait(d time.Duration) PauseOption {
-	return pauseOptionFunc(func(c *pauseConfig) { c.maxWait, c.waitSet = d, true })
-}
-
-// WithPauseKeys bounds a [PauseGates] registry: at most maxKeys gates, and
-// gates not paused and not used for idleTTL are evicted. A full registry
-// makes room for a new key by evicting a gate that is not paused; a
-// paused gate is never evicted, and while every gate is paused the
-// registry grows up to twice maxKeys. Defaults: [DefaultMaxKeys] and
-// [DefaultKeyIdleTTL]; a [Transport] uses its [WithKeyLimits] values.
-func WithPauseKeys(maxKeys int, idleTTL time.Duration) PauseOption {
-	return pauseOptionFunc(func(c *pauseConfig) { c.maxKeys, c.idleTTL = maxKeys, idleTTL })
+// WithRateLimitHeaders, when on, paces calls on the rate limit fields of
+// every response (RateLimit and RateLimit-Policy, RateLimit-Remaining and
+// RateLimit-Reset, X-RateLimit-Remaining and X-RateLimit-Reset): when the
+// upstream says the quota is spent until T, the key is paused until T,
+// under the same cap as a Retry-After ([WithMaxRetryAfter]), so that the
+// next call waits instead of being answered 429. It configures the pause
+// gate of [NewTransport] and [RetryStage] and [NewPauseGates]. Default: on.
+func WithRateLimitHeaders(on bool) Option {
+	return option(func(s *settings) {
+		if c := s.forPause("WithRateLimitHeaders"); c != nil {
+			c.pacing = on
+		}
+	})
 }
 
 // PauseGates holds the calls to a key while its upstream asked them to
@@ -58,7 +48,7 @@ func WithPauseKeys(maxKeys int, idleTTL time.Duration) PauseOption {
 //
 //   - a pause: a 429 with a hint (Retry-After, or the reset of the rate
 //     limit fields, see [Classify]), or a spent quota announced in rate
-//     limit fields (see [ParseQuotaReset]), pauses the key until the hint
+//     limit fields (see [WithRateLimitHeaders]), pauses the key until the hint
 //     ends, clamped to the maximum pause, since RFC 6585 asks the client to
 //     wait "before making a new request";
 //   - an overload hold: a 503 with a hint asks only for that request's
@@ -69,7 +59,8 @@ func WithPauseKeys(maxKeys int, idleTTL time.Duration) PauseOption {
 //     until one is answered otherwise.
 //
 // Held calls wait when their deadline allows it, and fail at once with an
-// [*Error] matching [ErrPaused] otherwise, instead of collecting more 429s and 503s. When
+// [*Error] matching [ErrPaused] otherwise, instead of collecting more 429s
+// and 503s. When
 // the hold ends, one probe goes first; once it is answered, the held calls
 // leave in the order they arrived, spaced one and a half times as far
 // apart as they arrived, never all at once, while new calls go straight
@@ -79,6 +70,11 @@ func WithPauseKeys(maxKeys int, idleTTL time.Duration) PauseOption {
 // shortens it; only [PauseGates.Resume] does. Checking a key costs one
 // atomic load, and no clock read, while no key is held. PauseGates is safe
 // for concurrent use; a nil *PauseGates never pauses.
+//
+// The registry is bounded ([WithKeyLimits]): gates not paused and not used
+// for idleTTL are evicted, and a full registry makes room for a new key by
+// evicting a gate that is not paused; a paused gate is never evicted, and
+// while every gate is paused the registry grows up to twice maxKeys.
 type PauseGates struct {
 	cfg   pauseConfig
 	start time.Time
@@ -102,22 +98,24 @@ type pauseGate struct {
 	over     *overload // the 503 admission (overload.go); nil when idle
 }
 
-// NewPauseGates returns a set of pause gates, or an error describing every
-// invalid option.
-func NewPauseGates(opts ...PauseOption) (*PauseGates, error) {
-	return newPauseGates(nil, opts)
+// NewPauseGates returns a set of pause gates configured by opts
+// ([WithMaxRetryAfter], [WithMaxWait], [WithRateLimitHeaders],
+// [WithKeyLimits], [WithClusterBus]), or an error describing every invalid
+// option.
+func NewPauseGates(opts ...Option) (*PauseGates, error) {
+	c := newPauseConfig()
+	s := settings{to: "NewPauseGates", pause: &c}
+	s.applyOptions(opts)
+	if len(s.errs) > 0 {
+		_, err := buildPauseGates(c)
+		return nil, errors.Join(append(s.errs, err)...)
+	}
+	return buildPauseGates(c)
 }
 
-func newPauseGates(defaults, opts []PauseOption) (*PauseGates, error) {
-	c := pauseConfig{maxPause: DefaultMaxRetryAfter, maxKeys: DefaultMaxKeys, idleTTL: DefaultKeyIdleTTL}
-	for _, o := range defaults {
-		o.applyPause(&c)
-	}
-	for _, o := range opts {
-		if o != nil {
-			o.applyPause(&c)
-		}
-	}
+// buildPauseGates returns the gates of c, or an error describing every
+// invalid value.
+func buildPauseGates(c pauseConfig) (*PauseGates, error) {
 	var errs []error
 	if c.maxPause <= 0 {
 		errs = append(errs, fmt.Errorf("breakwater: max pause must be > 0, got %s", c.maxPause))
@@ -175,14 +173,6 @@ func (g *PauseGates) busyUntil(pg *pauseGate, t int64) {
 	}
 }
 
-// MaxPause returns the cap on pauses.
-func (g *PauseGates) MaxPause() time.Duration {
-	if g == nil {
-		return 0
-	}
-	return g.cfg.maxPause
-}
-
 // gate returns key's gate without creating it. A key without one is not
 // paused.
 func (g *PauseGates) gate(key string) (*pauseGate, bool) {
@@ -223,15 +213,21 @@ func (g *PauseGates) pause(key string, d time.Duration, publish bool) time.Time 
 	return g.wall(until)
 }
 
-// Observe feeds one attempt's outcome for key to the gates. A 429 (a
+// Observe feeds one attempt's outcome o for key to the gates, with its
+// response's header h (nil when there was no response). A 429 (a
 // [Throttled] outcome with a hint, other than a 503) pauses the key for
 // the hint. A 503 with a hint, and every other answer (an outcome with a
 // Status), feed the key's overload admission while it has seen a 503 with
 // a hint in the last second; an answer that asks for nothing is also what
-// ends a probe's wait after a pause.
-func (g *PauseGates) Observe(key string, o Outcome) {
+// ends a probe's wait after a pause. With [WithRateLimitHeaders] (the
+// default), a quota that h announces as spent pauses the key until its
+// reset.
+func (g *PauseGates) Observe(key string, o Outcome, h http.Header) {
 	if g == nil {
 		return
+	}
+	if g.cfg.pacing && h != nil {
+		g.observeHeaders(key, h)
 	}
 	switch {
 	case o.Category == Throttled && o.HasRetryAfter && o.Status == http.StatusServiceUnavailable:
@@ -282,22 +278,21 @@ func (g *PauseGates) answer(key string, over bool, d time.Duration) {
 	}
 }
 
-// ObserveHeaders pauses key until the quota reset that h announces as
-// spent, if any (see [ParseQuotaReset]). It is how a client paces itself
-// on RateLimit and X-RateLimit-* response fields instead of collecting
-// 429s.
-func (g *PauseGates) ObserveHeaders(key string, h http.Header) {
-	if g == nil || len(h[headerRateLimit]) == 0 && len(h[headerRateLimitRemaining]) == 0 && len(h[headerXRateLimitRemaining]) == 0 {
+// observeHeaders pauses key until the quota reset that h announces as
+// spent, if any (see parseQuotaReset). It is how a client paces itself on
+// RateLimit and X-RateLimit-* response fields instead of collecting 429s.
+func (g *PauseGates) observeHeaders(key string, h http.Header) {
+	if len(h[headerRateLimit]) == 0 && len(h[headerRateLimitRemaining]) == 0 && len(h[headerXRateLimitRemaining]) == 0 {
 		return
 	}
-	if d, ok := ParseQuotaReset(h, time.Now()); ok {
+	if d, ok := parseQuotaReset(h, time.Now()); ok {
 		g.Pause(key, d)
 	}
 }
 
 // Resume ends key's pause (and overload hold) now and releases the calls
 // waiting for it, spread out as after a pause, without a probe; with
-// [WithSharedPauses] the pause ends on every replica.
+// [WithClusterBus] the pause ends on every replica.
 func (g *PauseGates) Resume(key string) {
 	if g == nil {
 		return
@@ -343,9 +338,9 @@ func (pg *pauseGate) waitChanLocked() <-chan struct{} {
 	return pg.wake
 }
 
-// Remaining reports how long key stays paused, or held by its overload
+// remainingFor reports how long key stays paused, or held by its overload
 // admission (until the latest 503's hint ends); zero when it is neither.
-func (g *PauseGates) Remaining(key string) time.Duration {
+func (g *PauseGates) remainingFor(key string) time.Duration {
 	if g == nil {
 		return 0
 	}
@@ -382,7 +377,7 @@ func (pg *pauseGate) heldUntil(now int64) int64 {
 
 // Wait returns at once when key is not held. While it is, Wait waits for
 // its turn, when the hold's remaining time is at most the longest wait
-// ([WithPauseWait]) and shorter than the time left before ctx's deadline,
+// ([WithMaxWait]) and shorter than the time left before ctx's deadline,
 // and otherwise fails at once with an [*Error] that matches
 // [ErrPaused] and carries the remaining time; a hold extended while
 // waiting is checked again the same way. Its turn comes when the pause
@@ -427,21 +422,14 @@ func (g *PauseGates) snapshot(pg *pauseGate) PauseSnapshot {
 	return s
 }
 
-// Snapshot returns key's pause, or false when the registry holds no gate
-// for key.
-func (g *PauseGates) Snapshot(key string) (PauseSnapshot, bool) {
-	if g == nil {
-		return PauseSnapshot{}, false
-	}
-	pg, ok := g.m.Lookup(key)
-	if !ok {
-		return PauseSnapshot{}, false
-	}
-	return g.snapshot(pg), true
+// Snapshot returns the state of every gate in the registry; a *PauseGates
+// is a source for the status page.
+func (g *PauseGates) Snapshot() Snapshot {
+	return Snapshot{At: time.Now(), Pauses: g.snapshots()}
 }
 
-// Snapshots returns the state of every gate in the registry.
-func (g *PauseGates) Snapshots() []PauseSnapshot {
+// snapshots returns the state of every gate in the registry.
+func (g *PauseGates) snapshots() []PauseSnapshot {
 	if g == nil {
 		return nil
 	}

@@ -12,7 +12,7 @@ import (
 	bw "github.com/breakwater-go/breakwater"
 )
 
-func newPauseGates(t *testing.T, opts ...bw.PauseOption) *bw.PauseGates {
+func newPauseGates(t *testing.T, opts ...bw.Option) *bw.PauseGates {
 	t.Helper()
 	g, err := bw.NewPauseGates(opts...)
 	if err != nil {
@@ -23,8 +23,8 @@ func newPauseGates(t *testing.T, opts ...bw.PauseOption) *bw.PauseGates {
 
 func TestPauseGateExtendsOnlyAndClamps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := newPauseGates(t, bw.WithMaxPause(time.Minute))
-		if g.Remaining("a") != 0 {
+		g := newPauseGates(t, bw.WithMaxRetryAfter(time.Minute))
+		if pauseLeft(g, "a") != 0 {
 			t.Fatal("paused before any hint")
 		}
 		start := time.Now()
@@ -32,41 +32,41 @@ func TestPauseGateExtendsOnlyAndClamps(t *testing.T) {
 			t.Fatalf("Pause returned %v", until)
 		}
 		g.Pause("a", 3*time.Second) // shorter: ignored
-		g.Observe("a", bw.Outcome{Category: bw.Success, Status: 200})
-		if r := g.Remaining("a"); r != 10*time.Second {
+		g.Observe("a", bw.Outcome{Category: bw.Success, Status: 200}, nil)
+		if r := pauseLeft(g, "a"); r != 10*time.Second {
 			t.Fatalf("remaining %s, want 10s: a shorter hint or a success shortened the pause", r)
 		}
-		g.Observe("a", bw.Outcome{Category: bw.Throttled, Status: 429, RetryAfter: 20 * time.Second, HasRetryAfter: true})
-		if r := g.Remaining("a"); r != 20*time.Second {
+		g.Observe("a", bw.Outcome{Category: bw.Throttled, Status: 429, RetryAfter: 20 * time.Second, HasRetryAfter: true}, nil)
+		if r := pauseLeft(g, "a"); r != 20*time.Second {
 			t.Fatalf("remaining %s, want 20s", r)
 		}
-		g.Observe("a", bw.Outcome{Category: bw.Throttled, Status: 429, RetryAfter: time.Hour, HasRetryAfter: true, RetryAfterTooLong: true})
-		if r := g.Remaining("a"); r != time.Minute {
+		g.Observe("a", bw.Outcome{Category: bw.Throttled, Status: 429, RetryAfter: time.Hour, HasRetryAfter: true, RetryAfterTooLong: true}, nil)
+		if r := pauseLeft(g, "a"); r != time.Minute {
 			t.Fatalf("remaining %s, want the 1m cap", r)
 		}
-		if g.Remaining("b") != 0 {
+		if pauseLeft(g, "b") != 0 {
 			t.Fatal("key b paused by key a's hint")
 		}
-		g.Observe("b", bw.Outcome{Category: bw.Throttled, Status: 429}) // no hint: no pause
+		g.Observe("b", bw.Outcome{Category: bw.Throttled, Status: 429}, nil) // no hint: no pause
 		g.Pause("b", 0)
 		g.Pause("b", -time.Second)
-		if g.Remaining("b") != 0 {
+		if pauseLeft(g, "b") != 0 {
 			t.Fatal("paused without a positive hint")
 		}
-		s, ok := g.Snapshot("a")
+		s, ok := pauseOf(g, "a")
 		if !ok || !s.Paused || s.Remaining != time.Minute || !s.Until.Equal(start.Add(time.Minute)) {
 			t.Fatalf("snapshot %+v %v", s, ok)
 		}
 		time.Sleep(time.Minute)
-		if g.Remaining("a") != 0 {
+		if pauseLeft(g, "a") != 0 {
 			t.Fatal("still paused after the pause ended")
 		}
-		if s, _ := g.Snapshot("a"); s.Paused {
+		if s, _ := pauseOf(g, "a"); s.Paused {
 			t.Fatalf("snapshot after the end: %+v", s)
 		}
 		g.Pause("a", time.Second)
 		g.Resume("a")
-		if g.Remaining("a") != 0 {
+		if pauseLeft(g, "a") != 0 {
 			t.Fatal("Resume did not end the pause")
 		}
 	})
@@ -109,40 +109,39 @@ func TestPauseGateWaitOrFailFast(t *testing.T) {
 			t.Fatalf("after Resume: %v at %s", err, time.Since(start))
 		}
 
-		// Cancellation while waiting; WithPauseWait(0) never waits.
+		// Cancellation while waiting; WithMaxWait(0) never waits.
 		g.Pause("c", time.Minute)
 		ctx, cancelC := context.WithCancel(context.Background())
 		go func() { time.Sleep(time.Second); cancelC() }()
 		if err := g.Wait(ctx, "c"); err != context.Canceled {
 			t.Fatalf("cancelled Wait = %v", err)
 		}
-		nowait := newPauseGates(t, bw.WithPauseWait(0))
+		nowait := newPauseGates(t, bw.WithMaxWait(0))
 		nowait.Pause("c", time.Second)
 		if err := nowait.Wait(context.Background(), "c"); !errors.Is(err, bw.ErrPaused) {
-			t.Fatalf("WithPauseWait(0): %v", err)
+			t.Fatalf("WithMaxWait(0): %v", err)
 		}
 	})
 }
 
 func TestPauseGateValidationAndNil(t *testing.T) {
-	for _, o := range []bw.PauseOption{bw.WithMaxPause(0), bw.WithPauseKeys(0, time.Minute), bw.WithPauseKeys(1, 0)} {
+	for _, o := range []bw.Option{bw.WithMaxRetryAfter(0), bw.WithKeyLimits(0, time.Minute), bw.WithKeyLimits(1, 0)} {
 		if _, err := bw.NewPauseGates(o); err == nil {
 			t.Error("invalid pause option accepted")
 		}
 	}
 	var g *bw.PauseGates
 	g.Pause("a", time.Second)
-	g.Observe("a", bw.Outcome{Category: bw.Throttled, HasRetryAfter: true, RetryAfter: time.Second})
-	g.ObserveHeaders("a", http.Header{"Ratelimit": {`"d";r=0;t=5`}})
+	g.Observe("a", bw.Outcome{Category: bw.Throttled, HasRetryAfter: true, RetryAfter: time.Second}, http.Header{"Ratelimit": {`"d";r=0;t=5`}})
 	g.Resume("a")
-	if g.Remaining("a") != 0 || g.Wait(context.Background(), "a") != nil || g.Snapshots() != nil || g.MaxPause() != 0 {
+	if pauseLeft(g, "a") != 0 || g.Wait(context.Background(), "a") != nil || g.Snapshot().Pauses != nil {
 		t.Fatal("a nil PauseGates paused")
 	}
 }
 
 // A pause that found the registry full holds no other key.
 func TestPauseRegistryFullHoldsNoOtherKey(t *testing.T) {
-	g, err := bw.NewPauseGates(bw.WithPauseKeys(1, time.Hour), bw.WithPauseWait(0))
+	g, err := bw.NewPauseGates(bw.WithKeyLimits(1, time.Hour), bw.WithMaxWait(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,22 +169,22 @@ func TestPauseGateOverloadAdmission(t *testing.T) {
 				t.Fatalf("attempt %d: %v", i, err)
 			}
 			if i%4 == 0 {
-				g.Observe("lb", overloaded)
+				g.Observe("lb", overloaded, nil)
 			} else if i%4 == 1 {
-				g.Observe("lb", served)
+				g.Observe("lb", served, nil)
 			} // the other two are still in flight, or failed otherwise
 			time.Sleep(10 * time.Millisecond)
 		}
 		// Every attempt answered 503: held after the first, one probe
 		// every 150 ms.
-		g.Observe("down", overloaded)
+		g.Observe("down", overloaded, nil)
 		start := time.Now()
 		var probes []time.Duration
 		for time.Since(start) < time.Second {
 			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 			if g.Wait(ctx, "down") == nil {
 				probes = append(probes, time.Since(start))
-				g.Observe("down", overloaded)
+				g.Observe("down", overloaded, nil)
 			}
 			cancel()
 			time.Sleep(10 * time.Millisecond)
@@ -200,13 +199,13 @@ func TestPauseGateOverloadAdmission(t *testing.T) {
 		if err := g.Wait(context.Background(), "down"); err != nil {
 			t.Fatal(err)
 		}
-		g.Observe("down", served)
+		g.Observe("down", served, nil)
 		before := time.Now()
 		if err := g.Wait(context.Background(), "down"); err != nil || time.Since(before) != 0 {
 			t.Fatalf("after a probe was served: %v after %s", err, time.Since(before))
 		}
-		if g.Remaining("down") != 0 {
-			t.Fatalf("still held for %s", g.Remaining("down"))
+		if pauseLeft(g, "down") != 0 {
+			t.Fatalf("still held for %s", pauseLeft(g, "down"))
 		}
 	})
 }
@@ -233,7 +232,7 @@ func TestPauseGateReleasesAProbeThenSpreads(t *testing.T) {
 			t.Fatalf("%d calls left the gate before the probe was answered", n)
 		}
 		<-gone
-		g.Observe("a", bw.Outcome{Category: bw.Success, Status: 200})
+		g.Observe("a", bw.Outcome{Category: bw.Success, Status: 200}, nil)
 		var order []int
 		var at []time.Duration
 		for range 9 {
@@ -253,7 +252,7 @@ func TestPauseGateReleasesAProbeThenSpreads(t *testing.T) {
 // for the others.
 func TestPauseRegistryFull(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g, err := bw.NewPauseGates(bw.WithPauseKeys(4, time.Hour), bw.WithPauseWait(0))
+		g, err := bw.NewPauseGates(bw.WithKeyLimits(4, time.Hour), bw.WithMaxWait(0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -261,7 +260,7 @@ func TestPauseRegistryFull(t *testing.T) {
 			g.Pause(fmt.Sprint("noisy", i), time.Minute)
 		}
 		g.Pause("new", 30*time.Second)
-		if g.Remaining("new") <= 0 {
+		if pauseLeft(g, "new") <= 0 {
 			t.Fatal("a 429 for a new key paused nothing while the registry was full")
 		}
 		if err := g.Wait(t.Context(), "new"); !errors.Is(err, bw.ErrPaused) {
@@ -271,7 +270,7 @@ func TestPauseRegistryFull(t *testing.T) {
 			t.Fatalf("a key never paused: %v", err)
 		}
 		for i := range 4 {
-			if g.Remaining(fmt.Sprint("noisy", i)) <= 0 {
+			if pauseLeft(g, fmt.Sprint("noisy", i)) <= 0 {
 				t.Fatalf("noisy%d lost its pause", i)
 			}
 		}

@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// DefaultWindowWithin is the counting window of a [Window] policy whose
+// defaultWindowWithin is the counting window of a [Window] policy whose
 // within is left to be sized automatically when there is no retry plan to
 // size it from.
-const DefaultWindowWithin = 10 * time.Second
+const defaultWindowWithin = 10 * time.Second
 
 // maxCount bounds every count a policy or a breaker option takes
 // (tolerate, thresholds, minimum calls, probe successes).
@@ -56,7 +56,7 @@ type Policy struct {
 // within 0 sizes the window automatically: a [Transport] sizes it from its
 // retry plan (twice the time tolerate failing calls take, at least 10 s) so
 // that sequential failing calls can open it; a bare [Breakers] uses
-// [DefaultWindowWithin].
+// 10 s.
 func Window(tolerate int, within time.Duration) Policy {
 	return Policy{kind: policyWindow, tolerate: tolerate, within: within}
 }
@@ -145,18 +145,6 @@ func (p Policy) String() string {
 	b.WriteString(")")
 	return b.String()
 }
-
-// Tolerate is the number of failures a [Window] policy absorbs without
-// opening, or the threshold minus one for [Consecutive].
-func (p Policy) Tolerate() int {
-	if p.kind == policyConsecutive {
-		return p.threshold - 1
-	}
-	return p.tolerate
-}
-
-// Within is the policy's counting window; 0 means sized automatically.
-func (p Policy) Within() time.Duration { return p.within }
 
 func (p Policy) validate() error {
 	switch p.kind {

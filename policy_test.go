@@ -68,19 +68,3 @@ func TestPolicyString(t *testing.T) {
 		}
 	}
 }
-
-func TestPolicyTolerate(t *testing.T) {
-	for _, c := range []struct {
-		p    bw.Policy
-		want int
-	}{
-		{bw.Window(10, 0), 10},
-		{bw.Window(0, time.Minute), 0},
-		{bw.Consecutive(5), 4},
-		{bw.Consecutive(1), 0},
-	} {
-		if got := c.p.Tolerate(); got != c.want {
-			t.Errorf("%s.Tolerate() = %d, want %d", c.p, got, c.want)
-		}
-	}
-}

@@ -7,42 +7,12 @@ import (
 	"time"
 )
 
-// Rejection describes a request that an inbound middleware answered itself
-// instead of calling the next handler (or, for the handler timeout, after
-// the handler returned without writing anything).
-type Rejection struct {
-	// Mechanism is the middleware that rejected: [MechShed],
-	// [MechRateLimit], [MechTimeout] or [MechRouteBreaker].
-	Mechanism Mechanism
-	// Status is the status the default response uses: 503, 429 or the
-	// configured timeout status.
-	Status int
-	// RetryAfter is when the client may retry, exactly; zero when the
-	// mechanism gives no hint (the handler timeout). The Retry-After
-	// header, already set when a [DenyHandler] runs, carries it in whole
-	// seconds, rounded up and at least 1.
-	RetryAfter time.Duration
-	// Key is the key the mechanism rejected: the client key of a rate
-	// limit, the route key of a route breaker; empty otherwise.
-	Key string
-	// Err matches the rejection's sentinel with errors.Is:
-	// [ErrConcurrencyLimit], [ErrRateLimited], [ErrCircuitOpen] or
-	// [ErrHalfOpenBusy], or [http.ErrHandlerTimeout].
-	Err error
-}
-
-// A DenyHandler writes the response to a rejected request. When it runs,
-// the rejecting middleware has already set the Retry-After header (when
-// rej.RetryAfter > 0) and, for a rate limit, the RateLimit fields; the
-// DenyHandler writes the status (normally rej.Status) and a body. It runs on
-// the request's goroutine and must not retain w or r.
-type DenyHandler func(w http.ResponseWriter, r *http.Request, rej Rejection)
-
-// WriteProblem is the default [DenyHandler]: it answers rej.Status with an
-// RFC 9457 problem details body (application/problem+json) whose type is
-// about:blank, whose title is the status text and whose detail names the
-// mechanism, and with Cache-Control: no-store. A custom DenyHandler may
-// call it after doing its own work (logging, metrics).
+// WriteProblem is the default deny handler (see [WithDenyHandler]): it
+// answers rej.Status with an RFC 9457 problem details body
+// (application/problem+json) whose type is about:blank, whose title is the
+// status text and whose detail names the mechanism, and with
+// Cache-Control: no-store. A custom deny handler may call it after doing
+// its own work.
 func WriteProblem(w http.ResponseWriter, r *http.Request, rej Rejection) {
 	writeProblemBody(w, rej.Status, problemBody(rej.Status, rej.Mechanism))
 }

@@ -194,7 +194,7 @@ func (t *Transport) settle(c *call, rc *race, w *attemptResult, running []*attem
 // another was still running: the call goes on with the others. Its failure
 // is charged as one a retry follows: it stays pending, dropped if another
 // attempt answers, charged if the call ends without an answer (a half-open
-// probe's, and every one with WithMeltPerAttempt, is recorded at once). The
+// probe's, and every one with WithChargePerAttempt, is recorded at once). The
 // pause gate, the concurrency limit and outlier detection learn from it as
 // from any attempt.
 func (t *Transport) dropFailed(c *call, rc *race, r *attemptResult) {
@@ -203,10 +203,10 @@ func (t *Transport) dropFailed(c *call, rc *race, r *attemptResult) {
 	switch t.breakers.cfg.judge(r.o.Category) {
 	case success: // a RetryIf that retries an answer
 		c.hasPending = false
-		r.permit.Record(r.o)
+		r.permit.record(r.o)
 	case failure:
-		if t.cfg.meltPerAttempt || r.permit.Probe() {
-			r.permit.Record(r.o)
+		if t.cfg.chargePerAttempt || r.permit.probe() {
+			r.permit.record(r.o)
 		} else {
 			c.pending, c.pendingO, c.hasPending = r.permit, r.o, true
 		}
@@ -220,7 +220,7 @@ func (t *Transport) dropFailed(c *call, rc *race, r *attemptResult) {
 // given back without a verdict.
 func (t *Transport) dropLoser(rc *race, r *attemptResult) {
 	if r.resp != nil && t.limits.gates != nil {
-		t.limits.gates.Observe(r.key, r.o) // an answer all the same
+		t.limits.gates.Observe(r.key, r.o, nil) // an answer all the same
 	}
 	discard(r.resp, rc.drainTime(), r.cancel)
 	t.finish(rc, r)

@@ -160,7 +160,7 @@ func deadlineRun(t *testing.T, seed uint64) {
 		bw.WithCallTimeout(callTimeout),
 		bw.WithAttemptTimeout(ms(10, int(callTimeout/time.Millisecond))),
 		bw.WithMaxAttempts(1+rng.IntN(5)),
-		bw.WithBreaker(bw.WithPolicy(bw.Window(1000, time.Minute))),
+		bw.WithPolicy(bw.Window(1000, time.Minute)),
 	)
 	type plan struct {
 		callerDeadline time.Duration // 0: none

@@ -12,30 +12,7 @@ import (
 	"github.com/breakwater-go/breakwater/internal/keyed"
 )
 
-// Unlimited is the rate limit that installs no limiter: [NewRateLimiter]
-// and [NewRateLimiters] return nil for it, and [WithRateLimit] removes a
-// limiter set by an earlier option. It is [rate.Inf].
-const Unlimited = rate.Inf
-
-// Defaults of the rate limiters, pause gates and bulkheads.
-const (
-	// DefaultRateLimitWait is the longest a request waits for a token in
-	// wait mode (the request's deadline may cut it shorter).
-	DefaultRateLimitWait = 5 * time.Second
-	// DefaultMaxKeys and DefaultKeyIdleTTL bound a registry of limiters,
-	// gates or bulkheads: at most that many keys, idle ones evicted.
-	DefaultMaxKeys    = 10_000
-	DefaultKeyIdleTTL = 10 * time.Minute
-)
-
-// A RateLimitOption configures [NewRateLimiter], [NewRateLimiters] and
-// [WithRateLimit].
-type RateLimitOption interface{ applyRateLimit(*rateLimitConfig) }
-
-type rateLimitOptionFunc func(*rateLimitConfig)
-
-func (f rateLimitOptionFunc) applyRateLimit(c *rateLimitConfig) { f(c) }
-
+// rateLimitConfig is the configuration of a registry of token buckets.
 type rateLimitConfig struct {
 	start   time.Time // the limiters' clock origin
 	shared  SharedLimiter
@@ -46,46 +23,16 @@ type rateLimitConfig struct {
 	idleTTL time.Duration
 }
 
-// WithRateLimitWait sets the longest a request waits for a token. 0 selects
-// reject mode: a request that finds no token is refused at once and never
-// waits. Otherwise a request waits for its turn (waiters are served in
-// arrival order) when the wait is at most d and shorter than the time left
-// before its context's deadline, and is refused at once otherwise. Use a
-// very long d to be bounded by the deadline alone. Default:
-// [DefaultRateLimitWait].
-func WithRateLimitWait(d time.Duration) RateLimitOption {
-	return rateLimitOptionFunc(func(c *rateLimitConfig) { c.maxWait = d })
+// newRateLimitConfig returns the defaults of a registry of limit tokens
+// per second and burst tokens.
+func newRateLimitConfig(limit rate.Limit, burst int) rateLimitConfig {
+	return rateLimitConfig{start: time.Now(), limit: limit, burst: burst, maxWait: defaultMaxWait, maxKeys: defaultMaxKeys, idleTTL: defaultIdleTTL}
 }
 
-// WithRateLimitKeys bounds a [RateLimiters] registry: at most maxKeys
-// limiters, and limiters not used for idleTTL are evicted (an evicted key
-// starts again with a full bucket). A full registry makes room for a new
-// key at once by evicting the limiter of a key not used lately, a full
-// bucket rather than one still refilling; a new key never shares another
-// key's bucket, so its first request is never refused for what other keys
-// did. Defaults: [DefaultMaxKeys] and [DefaultKeyIdleTTL]; a [Transport]
-// uses its [WithKeyLimits] values.
-func WithRateLimitKeys(maxKeys int, idleTTL time.Duration) RateLimitOption {
-	return rateLimitOptionFunc(func(c *rateLimitConfig) { c.maxKeys, c.idleTTL = maxKeys, idleTTL })
-}
-
-func newRateLimitConfig(limit rate.Limit, burst int, defaults []RateLimitOption, opts []RateLimitOption) (rateLimitConfig, error) {
-	c := rateLimitConfig{start: time.Now(), limit: limit, burst: burst, maxWait: DefaultRateLimitWait, maxKeys: DefaultMaxKeys, idleTTL: DefaultKeyIdleTTL}
-	for _, o := range defaults {
-		o.applyRateLimit(&c)
-	}
-	for _, o := range opts {
-		if o != nil {
-			o.applyRateLimit(&c)
-		}
-	}
-	if c.limit >= Unlimited {
-		c.limit = Unlimited
-		return c, nil
-	}
-	var errs []error
-	if !(c.limit > 0) {
-		errs = append(errs, fmt.Errorf("breakwater: rate limit must be > 0 or Unlimited, got %v", float64(c.limit)))
+// validate reports every invalid value of c, and errs, its options'.
+func (c *rateLimitConfig) validate(errs []error) error {
+	if !(c.limit > 0 && c.limit < rate.Inf) {
+		errs = append(errs, fmt.Errorf("breakwater: rate limit must be > 0 and finite, got %v (leave the rate limit out for none)", float64(c.limit)))
 	}
 	if c.burst < 1 {
 		errs = append(errs, fmt.Errorf("breakwater: rate limit burst must be >= 1, got %d", c.burst))
@@ -96,31 +43,20 @@ func newRateLimitConfig(limit rate.Limit, burst int, defaults []RateLimitOption,
 	if c.maxKeys < 1 || c.maxKeys > keyed.MaxKeys || c.idleTTL <= 0 {
 		errs = append(errs, fmt.Errorf("breakwater: rate limiter keys need maxKeys in [1, %d] and idleTTL > 0, got %d and %s", keyed.MaxKeys, c.maxKeys, c.idleTTL))
 	}
-	return c, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
-// RateLimiter is a token bucket for one key: it holds up to burst tokens,
+// rateLimiter is a token bucket for one key: it holds up to burst tokens,
 // gains limit tokens per second, and every admitted request takes one. It
 // runs the generic cell rate algorithm (GCRA), the token bucket kept as one
 // atomic time value updated by compare-and-swap: no lock and no allocation
-// per request. It is safe for concurrent use.
-//
-// Most callers use [RateLimiter.Wait], which waits for a token when the
-// wait fits (wait mode) or refuses at once (reject mode, or a wait that
-// does not fit), and [RateLimiter.Allow] to admit or refuse without
-// waiting. Waiting requests are served in arrival order: each one reserves
-// its token up front, as [rate.Limiter.Reserve] does, and gives it back when
-// it gives up.
-//
-// With [WithSharedLimiter], admissions ask the shared store instead (see
-// [SharedLimiter]), and reads ([RateLimiter.Status], [RateLimiter.Peek],
-// snapshots) describe only what this replica knows: refusals the store
-// gave, until they end, and the local share used while the store fails.
-//
-// A nil *RateLimiter is the limiter of [Unlimited]: it admits everything and
-// reports a full quota. Build one with [NewRateLimiter] or get one from a
-// [RateLimiters] registry.
-type RateLimiter struct {
+// per request. Waiting requests are served in arrival order: each one
+// reserves its token up front, as [rate.Limiter.Reserve] does, and gives
+// it back when it gives up. With a [SharedLimiter], admissions ask the
+// shared store instead, and reads describe only what this replica knows:
+// refusals the store gave, until they end, and the local share used while
+// the store fails. It is safe for concurrent use.
+type rateLimiter struct {
 	key     string
 	limit   rate.Limit
 	burst   int
@@ -133,75 +69,16 @@ type RateLimiter struct {
 	refused atomic.Int64 // shared: the store refused until then (clock ns)
 }
 
-// NewRateLimiter returns a token bucket of limit tokens per second and
-// burst tokens (full at first), or an error describing every invalid
-// argument or option. limit must be positive and burst at least 1, or limit
-// must be [Unlimited]: then NewRateLimiter returns nil, which admits
-// everything.
-func NewRateLimiter(limit rate.Limit, burst int, opts ...RateLimitOption) (*RateLimiter, error) {
-	cfg, err := newRateLimitConfig(limit, burst, nil, opts)
-	if err != nil || cfg.limit == Unlimited {
-		return nil, err
-	}
-	return cfg.newLimiter(""), nil
-}
-
-func (c *rateLimitConfig) newLimiter(key string) *RateLimiter {
-	return &RateLimiter{key: key, limit: c.limit, burst: c.burst, maxWait: c.maxWait, p: newGCRAParams(c.limit, c.burst), start: c.start, shared: c.shared}
+func (c *rateLimitConfig) newLimiter(key string) *rateLimiter {
+	return &rateLimiter{key: key, limit: c.limit, burst: c.burst, maxWait: c.maxWait, p: newGCRAParams(c.limit, c.burst), start: c.start, shared: c.shared}
 }
 
 // now is the limiter's clock: monotonic nanoseconds since its origin.
-func (l *RateLimiter) now() int64 { return int64(time.Since(l.start)) }
+func (l *rateLimiter) now() int64 { return int64(time.Since(l.start)) }
 
-// Key returns the limiter's key ("" for one made by [NewRateLimiter]).
-func (l *RateLimiter) Key() string {
-	if l == nil {
-		return ""
-	}
-	return l.key
-}
-
-// Limit returns the tokens gained per second ([Unlimited] for nil).
-func (l *RateLimiter) Limit() rate.Limit {
-	if l == nil {
-		return Unlimited
-	}
-	return l.limit
-}
-
-// Burst returns the bucket's size (0 for nil).
-func (l *RateLimiter) Burst() int {
-	if l == nil {
-		return 0
-	}
-	return l.burst
-}
-
-// Allow takes a token if one is available now and reports whether it did.
-// It never waits.
-func (l *RateLimiter) Allow() bool {
-	if l == nil {
-		return true
-	}
-	if l.shared != nil {
-		st, _, _ := l.admitShared(context.Background(), 0)
-		return st.Allowed
-	}
-	ok, _, _ := l.cell.take(l.p, l.now(), 0)
-	return ok
-}
-
-// Wait takes a token, waiting for it in wait mode when the wait is at most
-// the limiter's longest wait and shorter than the time left before ctx's
-// deadline. A request that cannot have a token in time is refused at once
-// with an [*Error] that matches [ErrRateLimited] and carries the
-// wait it would have needed; it reserves nothing, so it costs the others
-// nothing. In reject mode Wait never waits. If ctx ends while waiting,
-// Wait gives the token back and returns ctx.Err().
-func (l *RateLimiter) Wait(ctx context.Context) error { return l.wait(ctx, time.Time{}) }
-
-// wait is Wait with an extra deadline dl (zero: none).
-func (l *RateLimiter) wait(ctx context.Context, dl time.Time) error {
+// wait takes a token, waiting until dl at the latest (zero: no deadline
+// but ctx's); see [RateLimiters.Wait].
+func (l *rateLimiter) wait(ctx context.Context, dl time.Time) error {
 	if l == nil {
 		return nil
 	}
@@ -213,10 +90,10 @@ func (l *RateLimiter) wait(ctx context.Context, dl time.Time) error {
 	var ok bool
 	var delay int64
 	if l.shared != nil {
-		var st RateStatus
+		var st RateLimitSnapshot
 		var d time.Duration
 		st, d, p = l.admitShared(ctx, maxWait)
-		ok, delay = st.Allowed, int64(d)
+		ok, delay = !st.Limited, int64(d)
 		if !ok {
 			delay = int64(st.RetryAfter)
 		}
@@ -242,56 +119,35 @@ func (l *RateLimiter) wait(ctx context.Context, dl time.Time) error {
 	}
 }
 
-// Peek reports whether a request would be admitted now and, if not, how
-// long until a token is available. It takes nothing.
-func (l *RateLimiter) Peek() (ok bool, wait time.Duration) {
-	if l == nil {
-		return true, 0
-	}
-	st := l.localStatus(l.now())
-	return st.RetryAfter == 0, st.RetryAfter
-}
-
-// RateStatus is a limiter's quota at one instant, with the numbers the
-// RateLimit, RateLimit-Policy and Retry-After header fields need.
-type RateStatus struct {
-	// Allowed is, for [RateLimiter.Take], whether the request was admitted;
-	// for [RateLimiter.Status], whether one would be admitted now.
-	Allowed bool
+// RateLimitSnapshot is one token bucket's quota at one instant: the state
+// a registry's Snapshot reports, and what [RateLimiters.Take] returns
+// after taking, with the numbers the RateLimit, RateLimit-Policy and
+// Retry-After header fields need.
+type RateLimitSnapshot struct {
+	Key string `json:"key"`
 	// Limit is the tokens gained per second and Burst the bucket's size:
 	// the policy is Burst requests per Burst/Limit seconds.
-	Limit rate.Limit
-	Burst int
+	Limit rate.Limit `json:"limit_per_second"`
+	Burst int        `json:"burst"`
 	// Remaining is the number of whole tokens left (after the request, for
-	// Take), never negative.
-	Remaining int
+	// Take), never negative; Tokens is the bucket's content, negative while
+	// waiting requests hold reservations (set in a registry's Snapshot).
+	Remaining int     `json:"remaining"`
+	Tokens    float64 `json:"tokens"`
+	// Limited reports, for Take, that the request was refused; otherwise
+	// that no token is available now.
+	Limited bool `json:"limited"`
 	// RetryAfter is how long until the next token: zero when Remaining is
 	// positive, never zero when it is not.
-	RetryAfter time.Duration
+	RetryAfter        time.Duration `json:"-"`
+	RetryAfterSeconds float64       `json:"retry_after_seconds,omitempty"`
 	// Reset is how long until the bucket is full again.
-	Reset time.Duration
+	Reset time.Duration `json:"-"`
 }
 
-// Status reports the limiter's quota without taking a token. A nil
-// limiter reports Allowed and [Unlimited].
-func (l *RateLimiter) Status() RateStatus {
-	if l == nil {
-		return RateStatus{Allowed: true, Limit: Unlimited}
-	}
-	st := l.localStatus(l.now())
-	st.Allowed = st.Remaining > 0
-	return st
-}
-
-// Take is [RateLimiter.Allow] reporting the quota left afterwards: what an
-// inbound rate limit needs to answer with RateLimit fields, or with 429 and
-// Retry-After.
-func (l *RateLimiter) Take() RateStatus { return l.take(context.Background()) }
-
-func (l *RateLimiter) take(ctx context.Context) RateStatus {
-	if l == nil {
-		return RateStatus{Allowed: true, Limit: Unlimited}
-	}
+// take takes a token if one is available now and reports the quota left;
+// a shared limiter's round trip runs on ctx.
+func (l *rateLimiter) take(ctx context.Context) RateLimitSnapshot {
 	if l.shared != nil {
 		st, _, _ := l.admitShared(ctx, 0)
 		return st
@@ -299,29 +155,26 @@ func (l *RateLimiter) take(ctx context.Context) RateStatus {
 	now := l.now()
 	ok, _, tat := l.cell.take(l.p, now, 0)
 	st := l.status(l.p, tat, now)
-	st.Allowed = ok
+	st.Limited = !ok
 	return st
 }
 
 // status describes the bucket of TAT tat at now under policy p.
-func (l *RateLimiter) status(p gcraParams, tat, now int64) RateStatus {
+func (l *rateLimiter) status(p gcraParams, tat, now int64) RateLimitSnapshot {
 	rem, retry, reset := p.status(tat, now)
-	return RateStatus{Limit: l.limit, Burst: l.burst, Remaining: int(rem), RetryAfter: retry, Reset: reset}
+	return RateLimitSnapshot{Key: l.key, Limit: l.limit, Burst: l.burst, Remaining: int(rem), Limited: rem == 0, RetryAfter: retry, Reset: reset}
 }
 
-// Reset fills the bucket again. Requests waiting for a token keep their
+// reset fills the bucket again. Requests waiting for a token keep their
 // turns.
-func (l *RateLimiter) Reset() {
-	if l == nil {
-		return
-	}
+func (l *rateLimiter) reset() {
 	l.cell.tat.Store(0)
 	l.refused.Store(0)
 }
 
 // weigh tells the registry that a full bucket is as good as new and one
 // still refilling is worth keeping (see [keyed.Map]).
-func (l *RateLimiter) weigh(now time.Time) keyed.Keep {
+func (l *rateLimiter) weigh(now time.Time) keyed.Keep {
 	t := int64(now.Sub(l.start))
 	if l.cell.tat.Load() <= t && l.refused.Load() <= t {
 		return keyed.None
@@ -329,184 +182,117 @@ func (l *RateLimiter) weigh(now time.Time) keyed.Keep {
 	return keyed.Soft
 }
 
-// RateLimitSnapshot is a point-in-time view of one rate limiter.
-type RateLimitSnapshot struct {
-	Key string `json:"key"`
-	// Limit is the tokens gained per second and Burst the bucket's size.
-	Limit float64 `json:"limit_per_second"`
-	Burst int     `json:"burst"`
-	// Tokens is the bucket's content; negative while waiting requests
-	// hold reservations.
-	Tokens float64 `json:"tokens"`
-	// Limited reports that no token is available now, and Wait how long
-	// until one is.
-	Limited     bool          `json:"limited"`
-	Wait        time.Duration `json:"-"`
-	WaitSeconds float64       `json:"wait_seconds,omitempty"`
-}
-
-// Snapshot returns the limiter's current state.
-func (l *RateLimiter) Snapshot() RateLimitSnapshot {
-	if l == nil {
-		return RateLimitSnapshot{Limit: float64(Unlimited)}
-	}
+// snapshot returns the limiter's current state.
+func (l *rateLimiter) snapshot() RateLimitSnapshot {
 	now := l.now()
 	st := l.localStatus(now)
-	tokens := l.localParams().tokens(l.cell.tat.Load(), now)
+	st.Tokens = l.localParams().tokens(l.cell.tat.Load(), now)
 	if st.Remaining == 0 {
-		tokens = min(tokens, 0)
+		st.Tokens = min(st.Tokens, 0)
 	}
-	w := st.RetryAfter
-	return RateLimitSnapshot{Key: l.key, Limit: float64(l.limit), Burst: l.burst, Tokens: tokens, Limited: w > 0, Wait: w, WaitSeconds: w.Seconds()}
+	st.RetryAfterSeconds = st.RetryAfter.Seconds()
+	return st
 }
 
-// RateLimiters is a registry of token buckets, one [RateLimiter] per key,
-// all with the same limit, burst and mode, created on first use and
-// bounded in number (see [WithRateLimitKeys]). It is safe for concurrent
-// use. Reads ([RateLimiters.Peek], [RateLimiters.Status], snapshots) never
-// create a limiter: a key never used has a full bucket.
+// RateLimiters is a registry of token buckets, one per key, all with the
+// same limit and burst, each holding up to burst tokens and gaining limit
+// tokens per second; every admitted request takes one. They run the
+// generic cell rate algorithm (GCRA), the token bucket kept as one atomic
+// time value updated by compare-and-swap: no lock and no allocation per
+// request. It is safe for concurrent use.
 //
-// A nil *RateLimiters is the registry of [Unlimited]: it admits everything.
+// [RateLimiters.Wait] waits for a token when the wait fits (see
+// [WithMaxWait]) and refuses at once otherwise; waiting requests are served
+// in arrival order, each reserving its token up front, as
+// [rate.Limiter.Reserve] does, and giving it back when it gives up.
+// [RateLimiters.Take] admits or refuses without waiting, and reports the
+// quota left. With [WithSharedLimiter], admissions ask the shared store
+// instead (see [SharedLimiter]), and snapshots describe only what this
+// replica knows: refusals the store gave, until they end, and the local
+// share used while the store fails.
+//
+// The registry is bounded ([WithKeyLimits]): buckets not used for idleTTL
+// are evicted (an evicted key starts again with a full bucket), and a full
+// registry makes room for a new key at once by evicting the bucket of a
+// key not used lately, a full bucket rather than one still refilling; a
+// new key never shares another key's bucket, so its first request is never
+// refused for what other keys did. Reads never create a bucket: a key never
+// used has a full one.
 type RateLimiters struct {
 	cfg rateLimitConfig
-	m   *keyed.Map[*RateLimiter]
+	m   *keyed.Map[*rateLimiter]
 }
 
 // NewRateLimiters returns a registry of token buckets of limit tokens per
-// second and burst tokens each, or an error describing every invalid
-// argument or option. For limit [Unlimited] it returns nil, which admits
-// everything.
-func NewRateLimiters(limit rate.Limit, burst int, opts ...RateLimitOption) (*RateLimiters, error) {
-	return newRateLimiters(limit, burst, nil, opts)
+// second (positive and finite) and burst tokens (at least 1) each,
+// configured by opts ([WithMaxWait], [WithKeyLimits], [WithSharedLimiter]),
+// or an error describing every invalid argument or option.
+func NewRateLimiters(limit rate.Limit, burst int, opts ...Option) (*RateLimiters, error) {
+	c := newRateLimitConfig(limit, burst)
+	s := settings{to: "NewRateLimiters", rate: &c}
+	s.applyOptions(opts)
+	return buildRateLimiters(c, s.errs)
 }
 
-func newRateLimiters(limit rate.Limit, burst int, defaults, opts []RateLimitOption) (*RateLimiters, error) {
-	cfg, err := newRateLimitConfig(limit, burst, defaults, opts)
-	if err != nil || cfg.limit == Unlimited {
+// buildRateLimiters returns the registry of c, or an error describing
+// errs, its options', and every invalid value.
+func buildRateLimiters(c rateLimitConfig, errs []error) (*RateLimiters, error) {
+	if err := c.validate(errs); err != nil {
 		return nil, err
 	}
-	rs := &RateLimiters{cfg: cfg}
-	rs.m = keyed.New(cfg.maxKeys, cfg.idleTTL, cfg.newLimiter, (*RateLimiter).weigh)
+	rs := &RateLimiters{cfg: c}
+	rs.m = keyed.New(c.maxKeys, c.idleTTL, c.newLimiter, (*rateLimiter).weigh)
 	return rs, nil
 }
 
-// Get returns key's limiter, creating it if needed (nil for a nil
-// registry).
-func (rs *RateLimiters) Get(key string) *RateLimiter {
-	if rs == nil {
-		return nil
-	}
-	return rs.m.Get(key)
-}
+// get returns key's limiter, creating it if needed.
+func (rs *RateLimiters) get(key string) *rateLimiter { return rs.m.Get(key) }
 
-// Lookup returns key's limiter without creating it.
-func (rs *RateLimiters) Lookup(key string) (*RateLimiter, bool) {
-	if rs == nil {
-		return nil, false
-	}
-	return rs.m.Lookup(key)
-}
-
-// Len reports how many limiters the registry holds.
-func (rs *RateLimiters) Len() int {
-	if rs == nil {
-		return 0
-	}
-	return rs.m.Len()
-}
-
-// Limit returns the tokens each key gains per second ([Unlimited] for nil).
-func (rs *RateLimiters) Limit() rate.Limit {
-	if rs == nil {
-		return Unlimited
-	}
-	return rs.cfg.limit
-}
-
-// Burst returns each key's bucket size (0 for nil).
-func (rs *RateLimiters) Burst() int {
-	if rs == nil {
-		return 0
-	}
-	return rs.cfg.burst
-}
-
-// Allow takes a token from key's bucket if one is available now. See
-// [RateLimiter.Allow].
-func (rs *RateLimiters) Allow(key string) bool {
-	if rs == nil {
-		return true
-	}
-	return rs.m.Get(key).Allow()
-}
-
-// Wait takes a token from key's bucket. See [RateLimiter.Wait].
+// Wait takes a token from key's bucket, waiting for it when the wait is at
+// most the registry's longest wait ([WithMaxWait]) and shorter than the
+// time left before ctx's deadline. A request that cannot have a token in
+// time is refused at once with an [*Error] that matches [ErrRateLimited]
+// and says when the next token comes (see [RetryAfter]); it reserves
+// nothing, so it costs the others nothing. With a longest wait of 0, Wait
+// never waits. If ctx ends while waiting, Wait gives the token back and
+// returns ctx.Err().
 func (rs *RateLimiters) Wait(ctx context.Context, key string) error {
-	return rs.Get(key).Wait(ctx)
+	return rs.get(key).wait(ctx, time.Time{})
 }
 
-// Take is [RateLimiters.Allow] reporting key's quota afterwards. See
-// [RateLimiter.Take].
-func (rs *RateLimiters) Take(key string) RateStatus { return rs.Get(key).Take() }
+// Take takes a token from key's bucket if one is available now, never
+// waiting, and reports the quota left (Limited when it refused): what an
+// inbound rate limit needs to answer with RateLimit fields, or with 429 and
+// Retry-After.
+func (rs *RateLimiters) Take(key string) RateLimitSnapshot {
+	return rs.get(key).take(context.Background())
+}
 
 // take is Take on ctx (a shared limiter's round trip runs on it).
-func (rs *RateLimiters) take(ctx context.Context, key string) RateStatus {
-	return rs.Get(key).take(ctx)
+func (rs *RateLimiters) take(ctx context.Context, key string) RateLimitSnapshot {
+	return rs.get(key).take(ctx)
 }
 
-// Peek reports whether key would be admitted now and, if not, how long
-// until it would. See [RateLimiter.Peek].
-func (rs *RateLimiters) Peek(key string) (ok bool, wait time.Duration) {
-	l, found := rs.Lookup(key)
-	if !found {
-		return true, 0
-	}
-	return l.Peek()
-}
-
-// Status reports key's quota without taking a token. See
-// [RateLimiter.Status].
-func (rs *RateLimiters) Status(key string) RateStatus {
-	if rs == nil {
-		return RateStatus{Allowed: true, Limit: Unlimited}
-	}
-	l, found := rs.Lookup(key)
-	if !found {
-		return RateStatus{Allowed: true, Limit: rs.cfg.limit, Burst: rs.cfg.burst, Remaining: rs.cfg.burst}
-	}
-	return l.Status()
-}
-
-// Reset fills key's bucket again.
+// Reset fills key's bucket again; requests waiting for a token keep their
+// turns.
 func (rs *RateLimiters) Reset(key string) {
-	if l, ok := rs.Lookup(key); ok {
-		l.Reset()
+	if l, ok := rs.m.Lookup(key); ok {
+		l.reset()
 	}
 }
 
-// ResetAll fills every bucket again.
-func (rs *RateLimiters) ResetAll() {
-	if rs == nil {
-		return
-	}
-	rs.m.Each(func(_ string, l *RateLimiter) { l.Reset() })
+// Snapshot returns the state of every bucket in the registry; a
+// *RateLimiters is a source for the status page.
+func (rs *RateLimiters) Snapshot() Snapshot {
+	return Snapshot{At: time.Now(), RateLimiters: rs.snapshots()}
 }
 
-// Snapshot returns key's state, or false when no limiter exists for key.
-func (rs *RateLimiters) Snapshot(key string) (RateLimitSnapshot, bool) {
-	l, ok := rs.Lookup(key)
-	if !ok {
-		return RateLimitSnapshot{}, false
-	}
-	return l.Snapshot(), true
-}
-
-// Snapshots returns the state of every limiter in the registry.
-func (rs *RateLimiters) Snapshots() []RateLimitSnapshot {
+// snapshots returns the state of every bucket in the registry.
+func (rs *RateLimiters) snapshots() []RateLimitSnapshot {
 	if rs == nil {
 		return nil
 	}
 	var out []RateLimitSnapshot
-	rs.m.Each(func(_ string, l *RateLimiter) { out = append(out, l.Snapshot()) })
+	rs.m.Each(func(_ string, l *rateLimiter) { out = append(out, l.snapshot()) })
 	return out
 }

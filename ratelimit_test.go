@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"sync"
@@ -17,13 +18,40 @@ import (
 	"golang.org/x/time/rate"
 )
 
-func newRateLimiter(t *testing.T, limit rate.Limit, burst int, opts ...bw.RateLimitOption) *bw.RateLimiter {
+// keyLimiter is one key of a registry of token buckets.
+type keyLimiter struct {
+	rs  *bw.RateLimiters
+	key string
+}
+
+func newRateLimiter(t *testing.T, limit rate.Limit, burst int, opts ...bw.Option) keyLimiter {
 	t.Helper()
-	l, err := bw.NewRateLimiter(limit, burst, opts...)
+	rs, err := bw.NewRateLimiters(limit, burst, opts...)
 	if err != nil {
-		t.Fatalf("NewRateLimiter: %v", err)
+		t.Fatalf("NewRateLimiters: %v", err)
 	}
-	return l
+	return keyLimiter{rs, "k"}
+}
+
+func (l keyLimiter) Wait(ctx context.Context) error { return l.rs.Wait(ctx, l.key) }
+func (l keyLimiter) Take() bw.RateLimitSnapshot     { return l.rs.Take(l.key) }
+func (l keyLimiter) Allow() bool                    { return !l.Take().Limited }
+func (l keyLimiter) Reset()                         { l.rs.Reset(l.key) }
+
+// Snapshot reads the bucket without taking a token (a key never used reads
+// as a full bucket).
+func (l keyLimiter) Snapshot() bw.RateLimitSnapshot {
+	if s, ok := bucketOf(l.rs, l.key); ok {
+		return s
+	}
+	return bw.RateLimitSnapshot{Key: l.key}
+}
+
+// Peek reports whether a request would be admitted now, and else how long
+// until it would.
+func (l keyLimiter) Peek() (bool, time.Duration) {
+	s := l.Snapshot()
+	return !s.Limited, s.RetryAfter
 }
 
 func TestRateLimitOptionValidation(t *testing.T) {
@@ -31,20 +59,18 @@ func TestRateLimitOptionValidation(t *testing.T) {
 		name  string
 		limit rate.Limit
 		burst int
-		opts  []bw.RateLimitOption
+		opts  []bw.Option
 	}{
 		{"zero limit", 0, 1, nil},
 		{"negative limit", -1, 1, nil},
 		{"NaN limit", rate.Limit(math.NaN()), 1, nil},
 		{"zero burst", 10, 0, nil},
-		{"negative wait", 10, 1, []bw.RateLimitOption{bw.WithRateLimitWait(-time.Second)}},
-		{"no keys", 10, 1, []bw.RateLimitOption{bw.WithRateLimitKeys(0, time.Minute)}},
-		{"no idle TTL", 10, 1, []bw.RateLimitOption{bw.WithRateLimitKeys(10, 0)}},
+		{"infinite limit", rate.Inf, 1, nil},
+		{"negative wait", 10, 1, []bw.Option{bw.WithMaxWait(-time.Second)}},
+		{"no keys", 10, 1, []bw.Option{bw.WithKeyLimits(0, time.Minute)}},
+		{"no idle TTL", 10, 1, []bw.Option{bw.WithKeyLimits(10, 0)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := bw.NewRateLimiter(tc.limit, tc.burst, tc.opts...); err == nil {
-				t.Error("NewRateLimiter accepted it")
-			}
 			if _, err := bw.NewRateLimiters(tc.limit, tc.burst, tc.opts...); err == nil {
 				t.Error("NewRateLimiters accepted it")
 			}
@@ -52,36 +78,9 @@ func TestRateLimitOptionValidation(t *testing.T) {
 	}
 }
 
-func TestUnlimitedInstallsNothing(t *testing.T) {
-	l, err := bw.NewRateLimiter(bw.Unlimited, 0)
-	if err != nil || l != nil {
-		t.Fatalf("NewRateLimiter(Unlimited) = %v, %v; want nil, nil", l, err)
-	}
-	rs, err := bw.NewRateLimiters(bw.Unlimited, 0)
-	if err != nil || rs != nil {
-		t.Fatalf("NewRateLimiters(Unlimited) = %v, %v; want nil, nil", rs, err)
-	}
-	for range 500 {
-		if !l.Allow() || !rs.Allow("k") || l.Wait(context.Background()) != nil || rs.Wait(context.Background(), "k") != nil {
-			t.Fatal("a nil limiter refused")
-		}
-	}
-	if ok, w := rs.Peek("k"); !ok || w != 0 {
-		t.Fatalf("Peek = %v, %v", ok, w)
-	}
-	if st := l.Take(); !st.Allowed || st.Limit != bw.Unlimited {
-		t.Fatalf("Take = %+v", st)
-	}
-	rs.Reset("k")
-	rs.ResetAll()
-	if rs.Len() != 0 || rs.Snapshots() != nil || l.Snapshot().Limit != float64(bw.Unlimited) {
-		t.Fatal("a nil registry reports state")
-	}
-}
-
 func TestRateLimiterRejectMode(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := newRateLimiter(t, 10, 2, bw.WithRateLimitWait(0))
+		l := newRateLimiter(t, 10, 2, bw.WithMaxWait(0))
 		ctx := context.Background()
 		for i := range 2 {
 			if err := l.Wait(ctx); err != nil {
@@ -115,7 +114,7 @@ func TestRateLimiterRejectMode(t *testing.T) {
 
 func TestRateLimiterWaitersServedInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := newRateLimiter(t, 1, 1, bw.WithRateLimitWait(time.Minute))
+		l := newRateLimiter(t, 1, 1, bw.WithMaxWait(time.Minute))
 		start := time.Now()
 		var mu sync.Mutex
 		var order []int
@@ -196,20 +195,17 @@ func TestRateLimiterCancelGivesTokenBack(t *testing.T) {
 func TestRateLimiterStatus(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newRateLimiter(t, 10, 5)
-		if st := l.Status(); !st.Allowed || st.Remaining != 5 || st.Reset != 0 || st.RetryAfter != 0 || st.Burst != 5 || st.Limit != 10 {
-			t.Fatalf("full bucket: %+v", st)
-		}
 		for i := 4; i >= 0; i-- {
-			if st := l.Take(); !st.Allowed || st.Remaining != i {
+			if st := l.Take(); st.Limited || st.Remaining != i || st.Burst != 5 || st.Limit != 10 || st.Key != "k" {
 				t.Fatalf("take: %+v, want remaining %d", st, i)
 			}
 		}
 		st := l.Take()
-		if st.Allowed || st.Remaining != 0 || st.RetryAfter != 100*time.Millisecond || st.Reset != 500*time.Millisecond {
+		if !st.Limited || st.Remaining != 0 || st.RetryAfter != 100*time.Millisecond || st.Reset != 500*time.Millisecond {
 			t.Fatalf("empty bucket: %+v", st)
 		}
 		time.Sleep(250 * time.Millisecond)
-		if st := l.Status(); !st.Allowed || st.Remaining != 2 || st.RetryAfter != 0 || st.Reset != 250*time.Millisecond {
+		if st := l.Snapshot(); st.Limited || st.Remaining != 2 || st.RetryAfter != 0 || st.Reset != 250*time.Millisecond || st.Tokens != 2.5 {
 			t.Fatalf("after 250ms: %+v", st)
 		}
 		l.Reset()
@@ -221,39 +217,32 @@ func TestRateLimiterStatus(t *testing.T) {
 
 func TestRateLimitersPerKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rs, err := bw.NewRateLimiters(1, 1, bw.WithRateLimitWait(0))
+		rs, err := bw.NewRateLimiters(1, 1, bw.WithMaxWait(0))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok, _ := rs.Peek("a"); !ok || rs.Len() != 0 {
-			t.Fatal("Peek of a new key refused or created it")
+		if len(rs.Snapshot().RateLimiters) != 0 {
+			t.Fatal("a new registry holds buckets")
 		}
-		if st := rs.Status("a"); !st.Allowed || st.Remaining != 1 || rs.Len() != 0 {
-			t.Fatalf("Status of a new key: %+v", st)
-		}
-		if !rs.Allow("a") || rs.Allow("a") {
+		if rs.Take("a").Limited || !rs.Take("a").Limited {
 			t.Fatal("key a: want one token")
 		}
-		if !rs.Allow("b") {
+		if rs.Take("b").Limited {
 			t.Fatal("key b shares key a's bucket")
 		}
 		var re *bw.Error
 		if err := rs.Wait(context.Background(), "a"); !errors.As(err, &re) || re.Key != "a" || time.Until(re.Until) != time.Second {
 			t.Fatalf("Wait(a) = %v", err)
 		}
-		if s, ok := rs.Snapshot("a"); !ok || !s.Limited || s.Key != "a" || s.Wait != time.Second {
+		if s, ok := bucketOf(rs, "a"); !ok || !s.Limited || s.Key != "a" || s.RetryAfter != time.Second || s.RetryAfterSeconds != 1 {
 			t.Fatalf("snapshot a: %+v %v", s, ok)
 		}
 		rs.Reset("a")
-		if !rs.Allow("a") {
+		if rs.Take("a").Limited {
 			t.Fatal("Reset did not refill")
 		}
-		rs.ResetAll()
-		if len(rs.Snapshots()) != 2 || rs.Limit() != 1 || rs.Burst() != 1 {
-			t.Fatalf("snapshots %+v", rs.Snapshots())
-		}
-		if st := rs.Take("b"); !st.Allowed {
-			t.Fatalf("ResetAll did not refill b: %+v", st)
+		if snaps := rs.Snapshot().RateLimiters; len(snaps) != 2 || snaps[0].Limit != 1 || snaps[0].Burst != 1 {
+			t.Fatalf("snapshots %+v", snaps)
 		}
 	})
 }
@@ -316,7 +305,7 @@ func TestTransportRateLimitBoundsEveryWindow(t *testing.T) {
 	for _, wait := range []time.Duration{time.Second, 0} {
 		synctest.Test(t, func(t *testing.T) {
 			u := breakwatertest.NewPipeUpstream(t)
-			tr := newTransport(t, u.Transport(), bw.WithRateLimit(50, 50, bw.WithRateLimitWait(wait)))
+			tr := newTransport(t, u.Transport(), bw.WithRateLimit(50, 50, bw.WithMaxWait(wait)))
 			load(tr, 300, 5*time.Second, 0) // 6× the limit
 			ts := arrivals(u)
 			if n := maxInWindow(ts, time.Second); n > 100 {
@@ -333,7 +322,7 @@ func TestTransportRateLimitShedding(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// Wait mode with a 1 s budget at 1× load: nothing is shed.
 		u := breakwatertest.NewPipeUpstream(t)
-		tr := newTransport(t, u.Transport(), bw.WithRateLimit(50, 50, bw.WithRateLimitWait(time.Second)))
+		tr := newTransport(t, u.Transport(), bw.WithRateLimit(50, 50, bw.WithMaxWait(time.Second)))
 		results, _ := load(tr, 50, 10*time.Second, time.Second)
 		for i, r := range results {
 			if r.err != nil || r.status != 200 {
@@ -345,7 +334,7 @@ func TestTransportRateLimitShedding(t *testing.T) {
 		// Reject mode at 6× sustained load: most calls are refused at once,
 		// and no call waits.
 		u := breakwatertest.NewPipeUpstream(t)
-		tr := newTransport(t, u.Transport(), bw.WithRateLimit(50, 50, bw.WithRateLimitWait(0)))
+		tr := newTransport(t, u.Transport(), bw.WithRateLimit(50, 50, bw.WithMaxWait(0)))
 		results, took := load(tr, 300, 10*time.Second, 0)
 		rejected := 0
 		for i, r := range results {
@@ -390,7 +379,7 @@ func TestTransportRateLimitWaitThatDoesNotFitFailsAtOnce(t *testing.T) {
 			t.Fatalf("the upstream saw %d requests, want 1", u.Count())
 		}
 		// The call timeout bounds the wait too.
-		tr2 := newTransport(t, u.Transport(), bw.WithRateLimit(rate.Every(time.Minute), 1, bw.WithRateLimitWait(time.Hour)))
+		tr2 := newTransport(t, u.Transport(), bw.WithRateLimit(rate.Every(time.Minute), 1, bw.WithMaxWait(time.Hour)))
 		send(context.Background(), tr2, "upstream.test")
 		if r, took := send(context.Background(), tr2, "upstream.test"); !errors.Is(r.err, bw.ErrRateLimited) || took != 0 {
 			t.Fatalf("a wait longer than the call timeout: %+v after %s", r, took)
@@ -401,15 +390,15 @@ func TestTransportRateLimitWaitThatDoesNotFitFailsAtOnce(t *testing.T) {
 func TestTransportRejectionsAreNotRetriedOrCharged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		u := breakwatertest.NewPipeUpstream(t)
-		tr := newTransport(t, u.Transport(), bw.WithRateLimit(1, 1, bw.WithRateLimitWait(0)),
-			bw.WithBreaker(bw.WithPolicy(bw.Consecutive(1))))
+		tr := newTransport(t, u.Transport(), bw.WithRateLimit(1, 1, bw.WithMaxWait(0)),
+			bw.WithPolicy(bw.Consecutive(1)))
 		send(context.Background(), tr, "upstream.test")
 		for range 20 {
 			if r, _ := send(context.Background(), tr, "upstream.test"); !errors.Is(r.err, bw.ErrRateLimited) {
 				t.Fatalf("%+v", r)
 			}
 		}
-		if s, _ := tr.Breakers().Snapshot(upstreamKey); s.State != bw.StateClosed || s.Failures != 0 {
+		if s, _ := breakerOf(tr.Breakers(), upstreamKey); s.State != bw.StateClosed || s.Failures != 0 {
 			t.Fatalf("rejections charged the breaker: %+v", s)
 		}
 		if u.Count() != 1 {
@@ -436,7 +425,7 @@ func TestTransportPauseOn429(t *testing.T) {
 			}
 		})
 		synctest.Wait() // answered 429; a.test is paused and the call backs off
-		if r := tr.PauseGates().Remaining("http://a.test"); r != 3*time.Second {
+		if r := pauseLeft(tr.PauseGates(), "http://a.test"); r != 3*time.Second {
 			t.Fatalf("a.test paused for %s, want 3s", r)
 		}
 		for i := range 20 {
@@ -530,40 +519,70 @@ func TestTransportLimitOptions(t *testing.T) {
 		"rate limit 0":                {bw.WithRateLimit(0, 1)},
 		"burst 0":                     {bw.WithRateLimit(10, 0)},
 		"concurrency 0":               {bw.WithConcurrencyLimit(0)},
-		"queue without wait":          {bw.WithConcurrencyLimit(4, bw.WithBulkheadQueue(4, 0))},
+		"queue without wait":          {bw.WithConcurrencyLimit(4, bw.WithMaxQueue(4), bw.WithMaxWait(0))},
 		"pacing without a pause gate": {bw.WithoutPauseGate(), bw.WithRateLimitHeaders(true)},
-		"max pause 0":                 {bw.WithPauseGate(bw.WithMaxPause(-1))},
+		"max pause 0":                 {bw.WithMaxRetryAfter(-1)},
+		"infinite rate limit":         {bw.WithRateLimit(rate.Inf, 1)},
+		"configured and shared":       {bw.WithRateLimit(10, 1), bw.WithRateLimiters(mustRateLimiters(t))},
 		"bad adaptive limit":          {bw.WithConcurrencyLimit(4, bw.WithAdaptiveLimit(bw.Gradient{Max: 2}))},
 	} {
 		if _, err := bw.NewTransport(opts...); err == nil {
 			t.Errorf("%s: NewTransport accepted it", name)
 		}
 	}
-	tr, err := bw.NewTransport()
-	if err != nil || tr.PauseGates() == nil || tr.RateLimiters() != nil || tr.Bulkheads() != nil {
-		t.Fatalf("defaults: %v; want a pause gate and nothing else", err)
+	tr, err := bw.NewTransport(bw.WithBase(okBase))
+	if err != nil || tr.PauseGates() == nil {
+		t.Fatalf("defaults: %v; want a pause gate", err)
 	}
-	if tr.PauseGates().MaxPause() != bw.DefaultMaxRetryAfter {
-		t.Errorf("max pause %s", tr.PauseGates().MaxPause())
+	if tr.PauseGates().Pause("k", time.Hour); pauseLeft(tr.PauseGates(), "k") <= 119*time.Second {
+		t.Errorf("max pause %s, want 2m", pauseLeft(tr.PauseGates(), "k"))
 	}
-	tr, _ = bw.NewTransport(bw.WithMaxRetryAfter(time.Minute), bw.WithRateLimit(5, 5), bw.WithRateLimit(bw.Unlimited, 0),
-		bw.WithConcurrencyLimit(3), bw.WithoutPauseGate(), bw.WithPauseGate())
-	if tr.RateLimiters() != nil || tr.Bulkheads().Limit("k") != 3 || tr.PauseGates().MaxPause() != time.Minute {
-		t.Fatal("later options did not replace earlier ones")
+	if _, err := tr.RoundTrip(httptest.NewRequest(http.MethodGet, "http://other.test/", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if s := tr.Snapshot(); len(s.RateLimiters) != 0 || len(s.Bulkheads) != 0 {
+		t.Errorf("defaults: limits %+v", s)
+	}
+	tr, _ = bw.NewTransport(bw.WithBase(okBase), bw.WithMaxRetryAfter(time.Minute), bw.WithRateLimit(5, 5), bw.WithRateLimit(10, 2),
+		bw.WithConcurrencyLimit(3))
+	tr.PauseGates().Pause("k", time.Hour)
+	resp, err := tr.RoundTrip(httptest.NewRequest(http.MethodGet, "http://other.test/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if s := tr.Snapshot(); len(s.RateLimiters) != 1 || s.RateLimiters[0].Burst != 2 || s.Bulkheads[0].Limit != 3 || pauseLeft(tr.PauseGates(), "k") > time.Minute {
+		t.Fatalf("later options did not replace earlier ones: %+v", s)
 	}
 	tr, _ = bw.NewTransport(bw.WithoutPauseGate())
 	if tr.PauseGates() != nil {
 		t.Fatal("WithoutPauseGate kept a gate")
 	}
 	shared, _ := bw.NewRateLimiters(1, 1)
-	tr, _ = bw.NewTransport(bw.WithRateLimiters(shared))
-	if tr.RateLimiters() != shared {
+	tr, _ = bw.NewTransport(bw.WithBase(okBase), bw.WithRateLimiters(shared))
+	if resp, err := tr.RoundTrip(httptest.NewRequest(http.MethodGet, "http://other.test/", nil)); err == nil {
+		resp.Body.Close()
+	}
+	if _, ok := bucketOf(shared, "http://other.test"); !ok {
 		t.Fatal("WithRateLimiters did not share the registry")
 	}
 }
+
+// okBase answers every request 200 with an empty body.
+var okBase = bw.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
+})
 
 // retryAfter is bw.RetryAfter's duration, 0 when it knows none.
 func retryAfter(err error) time.Duration {
 	d, _ := bw.RetryAfter(err)
 	return d
+}
+
+func mustRateLimiters(t *testing.T) *bw.RateLimiters {
+	rs, err := bw.NewRateLimiters(1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/breakwater-go/breakwater/internal/sf"
 )
 
-// Canonical keys of the rate limit fields read by ParseQuotaReset.
+// Canonical keys of the rate limit fields read by parseQuotaReset.
 const (
 	headerRateLimit           = "Ratelimit"             // RateLimit
 	headerRateLimitPolicy     = "Ratelimit-Policy"      // RateLimit-Policy
@@ -15,7 +15,7 @@ const (
 	headerXRateLimitRemaining = "X-Ratelimit-Remaining" // X-RateLimit-Remaining
 )
 
-// ParseQuotaReset reports whether h says that the client's quota is spent
+// parseQuotaReset reports whether h says that the client's quota is spent
 // and, if so, how long until it resets. It reads, and takes the longest of:
 //
 //   - the IETF RateLimit field (draft-ietf-httpapi-ratelimit-headers), a
@@ -27,12 +27,12 @@ const (
 //   - RateLimit-Remaining: 0 with RateLimit-Reset, and
 //     X-RateLimit-Remaining: 0 with X-RateLimit-Reset: delta-seconds, or a
 //     Unix time in seconds when the number is above 1e9 (measured against
-//     h's Date field when present, as [ParseRetryAfter] does).
+//     h's Date field when present, as a Retry-After date is).
 //
 // Malformed members and values are ignored, never an error or a panic; a
 // reset longer than 100 years is ignored. When ok is true, d is never
 // negative.
-func ParseQuotaReset(h http.Header, now time.Time) (d time.Duration, ok bool) {
+func parseQuotaReset(h http.Header, now time.Time) (d time.Duration, ok bool) {
 	take := func(v time.Duration, found bool) {
 		if found && (!ok || v > d) {
 			d, ok = v, true

@@ -1,12 +1,10 @@
-package breakwater_test
+package breakwater
 
 import (
 	"net/http"
 	"strconv"
 	"testing"
 	"time"
-
-	bw "github.com/breakwater-go/breakwater"
 )
 
 func TestParseQuotaReset(t *testing.T) {
@@ -50,9 +48,9 @@ func TestParseQuotaReset(t *testing.T) {
 		{"longest of all forms", http.Header{"Ratelimit": {`"d";r=0;t=5`}, "X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"9"}}, 9 * time.Second, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d, ok := bw.ParseQuotaReset(tc.h, now)
+			d, ok := parseQuotaReset(tc.h, now)
 			if d != tc.want || ok != tc.ok {
-				t.Errorf("ParseQuotaReset = %s, %v; want %s, %v", d, ok, tc.want, tc.ok)
+				t.Errorf("parseQuotaReset = %s, %v; want %s, %v", d, ok, tc.want, tc.ok)
 			}
 		})
 	}
@@ -70,9 +68,9 @@ func FuzzParseQuotaReset(f *testing.F) {
 				h[k] = []string{v}
 			}
 		}
-		d, ok := bw.ParseQuotaReset(h, time.Unix(1_700_000_000, 0))
+		d, ok := parseQuotaReset(h, time.Unix(1_700_000_000, 0))
 		if d < 0 || (!ok && d != 0) || d > 100*365*24*time.Hour {
-			t.Fatalf("ParseQuotaReset(%q) = %s, %v", h, d, ok)
+			t.Fatalf("parseQuotaReset(%q) = %s, %v", h, d, ok)
 		}
 	})
 }

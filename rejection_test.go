@@ -98,7 +98,7 @@ var outboundMakers = map[error]func(t *testing.T) error{
 	},
 	ErrCircuitOpen: func(t *testing.T) error {
 		bs := mustBreakers(t)
-		bs.Trip("k", time.Minute)
+		bs.Get("k").Trip(time.Minute)
 		_, err := bs.Get("k").Allow()
 		return err
 	},
@@ -127,12 +127,12 @@ var outboundMakers = map[error]func(t *testing.T) error{
 		return g.Wait(ctx, "k")
 	},
 	ErrRateLimited: func(t *testing.T) error {
-		rs, err := NewRateLimiters(1, 1, WithRateLimitWait(0))
+		rs, err := NewRateLimiters(1, 1, WithMaxWait(0))
 		if err != nil {
 			t.Fatal(err)
 		}
-		rs.Get("k").Allow()
-		return rs.Get("k").Wait(context.Background())
+		rs.Take("k")
+		return rs.Wait(context.Background(), "k")
 	},
 	ErrConcurrencyLimit: func(t *testing.T) error {
 		bs, err := NewBulkheads(1)
@@ -164,12 +164,8 @@ var outboundMakers = map[error]func(t *testing.T) error{
 // row's error, and returns the rejection and the default response.
 var inboundMakers = map[error]func(t *testing.T) (Rejection, *httptest.ResponseRecorder){
 	http.ErrHandlerTimeout: func(t *testing.T) (Rejection, *httptest.ResponseRecorder) {
-		return rejectedBy(t, func(opt MiddlewareOption) func(http.Handler) http.Handler {
-			ht, err := NewHandlerTimeout(time.Nanosecond, opt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return ht.Middleware
+		return rejectedBy(t, func(opt Option) func(http.Handler) http.Handler {
+			return mustMiddleware(t)(HandlerTimeout(time.Nanosecond, opt))
 		}, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
 	},
 	ErrCircuitOpen: func(t *testing.T) (Rejection, *httptest.ResponseRecorder) {
@@ -190,28 +186,20 @@ var inboundMakers = map[error]func(t *testing.T) (Rejection, *httptest.ResponseR
 		if err != nil {
 			t.Fatal(err)
 		}
-		rs.Get("k").Allow()
-		return rejectedBy(t, func(opt MiddlewareOption) func(http.Handler) http.Handler {
-			crl, err := NewClientRateLimit(rs, func(*http.Request) string { return "k" }, opt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return crl.Middleware
+		rs.Take("k")
+		return rejectedBy(t, func(opt Option) func(http.Handler) http.Handler {
+			return mustMiddleware(t)(ClientRateLimit(rs, func(*http.Request) string { return "k" }, opt))
 		}, nil)
 	},
 	ErrConcurrencyLimit: func(t *testing.T) (Rejection, *httptest.ResponseRecorder) {
-		bh, err := NewBulkhead(1)
+		bh, err := NewBulkheads(1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, _ := bh.Acquire(context.Background())
+		s, _ := bh.Acquire(context.Background(), "")
 		defer s.Release()
-		return rejectedBy(t, func(opt MiddlewareOption) func(http.Handler) http.Handler {
-			sh, err := NewShedder(bh, opt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return sh.Middleware
+		return rejectedBy(t, func(opt Option) func(http.Handler) http.Handler {
+			return mustMiddleware(t)(Shedder(bh, opt))
 		}, nil)
 	},
 }
@@ -219,19 +207,15 @@ var inboundMakers = map[error]func(t *testing.T) (Rejection, *httptest.ResponseR
 func routeBreakerRejection(t *testing.T, prepare func(*Breakers)) (Rejection, *httptest.ResponseRecorder) {
 	bs := mustBreakers(t)
 	prepare(bs)
-	return rejectedBy(t, func(opt MiddlewareOption) func(http.Handler) http.Handler {
-		rb, err := NewRouteBreaker(bs, opt, WithRouteKey(func(*http.Request) string { return "route" }))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rb.Middleware
+	return rejectedBy(t, func(opt Option) func(http.Handler) http.Handler {
+		return mustMiddleware(t)(RouteBreaker(bs, opt, WithKeyFunc(func(*http.Request) string { return "route" })))
 	}, nil)
 }
 
 // rejectedBy serves one request through the middleware that mount builds
 // with a deny handler recording the rejection, and one through the default
 // deny handler, and returns the rejection and the default response.
-func rejectedBy(t *testing.T, mount func(MiddlewareOption) func(http.Handler) http.Handler, h http.HandlerFunc) (Rejection, *httptest.ResponseRecorder) {
+func rejectedBy(t *testing.T, mount func(Option) func(http.Handler) http.Handler, h http.HandlerFunc) (Rejection, *httptest.ResponseRecorder) {
 	t.Helper()
 	if h == nil {
 		h = func(http.ResponseWriter, *http.Request) { t.Error("the handler ran") }
@@ -243,11 +227,23 @@ func rejectedBy(t *testing.T, mount func(MiddlewareOption) func(http.Handler) ht
 	}))
 	record(h).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
 	rec := httptest.NewRecorder()
-	mount(WithName("default"))(h).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	mount(nil)(h).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 	return got, rec
 }
 
-func mustBreakers(t *testing.T, opts ...BreakerOption) *Breakers {
+// mustMiddleware returns a function that fails t on a middleware
+// constructor's error.
+func mustMiddleware(t *testing.T) func(func(http.Handler) http.Handler, error) func(http.Handler) http.Handler {
+	return func(mw func(http.Handler) http.Handler, err error) func(http.Handler) http.Handler {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mw
+	}
+}
+
+func mustBreakers(t *testing.T, opts ...Option) *Breakers {
 	t.Helper()
 	bs, err := NewBreakers(opts...)
 	if err != nil {

@@ -13,16 +13,8 @@ import (
 	"github.com/breakwater-go/breakwater/internal/window"
 )
 
-// Defaults of the retry stage.
-const (
-	DefaultMaxAttempts       = 3
-	DefaultBackoffBase       = 100 * time.Millisecond
-	DefaultBackoffMax        = 5 * time.Second
-	DefaultRetryBudgetRatio  = 0.2
-	DefaultRetryBudgetFloor  = 3 // retries per second allowed beyond the ratio
-	DefaultRetryBudgetWindow = 10 * time.Second
-	retryAfterJitter         = 0.1 // positive jitter added to a server's hint
-)
+// retryAfterJitter is the positive jitter added to a server's hint.
+const retryAfterJitter = 0.1
 
 // idempotent reports whether req may be sent more than once: its method is
 // one RFC 9110 defines as idempotent, or it carries an idempotency key.
@@ -129,21 +121,23 @@ func ctxError(ctx context.Context) error {
 	return err
 }
 
-// RetryStage is the retry loop alone, configured with the retry options of
-// [NewTransport] (attempts, backoff, budget, RetryIf, idempotency, body
-// buffering, melting, key, classifier); the timeout and breaker options are
-// ignored: compose [CallTimeout], [AttemptTimeout] and [BreakerStage]
-// around and inside it instead. It returns an error for invalid options,
-// and for [WithHedging] and [WithFailover], which need the admission
-// stages inside the loop: use [NewTransport] for them.
+// RetryStage is the retry loop alone, with the pause gate and the retry
+// budget, configured by the options of the retry loop (attempts, backoff,
+// RetryIf, idempotency, body buffering, the budget, charging, the key, the
+// classifier, the pause gate's, observers, insights). It has no timeouts,
+// breaker or limits of its own: compose [CallTimeout], [AttemptTimeout]
+// and [BreakerStage] around and inside it; any other option (a timeout, a
+// breaker option, a limit, [WithHedging], [WithFailover], which need the
+// admission stages inside the loop) is a construction error, reported with
+// every invalid option.
 func RetryStage(opts ...Option) (Stage, error) {
-	opts = append(opts[:len(opts):len(opts)], WithCallTimeout(0), WithAttemptTimeout(0), WithBreaker(WithBreakerMode(ModeDisabled)))
-	proto, err := NewTransport(opts...)
+	cfg := newConfig()
+	cfg.stage, cfg.callTimeout, cfg.attemptTimeout = true, 0, 0
+	s := settings{to: "RetryStage", transport: &cfg, pause: &cfg.pause}
+	s.applyOptions(opts)
+	proto, err := newTransport(cfg, s.errs)
 	if err != nil {
 		return nil, err
-	}
-	if proto.cfg.hedging != nil || proto.eps != nil {
-		return nil, errors.New("breakwater: RetryStage cannot hedge or fail over, which need the breaker and limits inside the loop; use NewTransport")
 	}
 	return func(next http.RoundTripper) http.RoundTripper {
 		t := *proto
@@ -236,13 +230,13 @@ func (t *Transport) charge(c *call, a attemptResult, retry bool) {
 		p, o, v = dp, do, failure
 	}
 	switch {
-	case v == failure && retry && !t.cfg.meltPerAttempt && !p.Probe():
+	case v == failure && retry && !t.cfg.chargePerAttempt && !p.probe():
 		c.pending, c.pendingO, c.hasPending = p, o, true
 		return
 	case v != neutral:
 		c.hasPending = false // the call's own outcome: recovered, or failed for good
 	}
-	p.Record(o)
+	p.record(o)
 }
 
 // settle charges the failure the call showed and left pending, if any; it
@@ -250,7 +244,7 @@ func (t *Transport) charge(c *call, a attemptResult, retry bool) {
 func (c *call) settle() {
 	if c.hasPending {
 		c.hasPending = false
-		c.pending.Record(c.pendingO)
+		c.pending.record(c.pendingO)
 	}
 }
 

@@ -171,8 +171,8 @@ func (c *closeCounter) Close() error { c.closes.Add(1); return nil }
 func TestRequestBodyClosedOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{})
-		tr := newTransport(t, u.Transport(), bw.WithBreaker(bw.WithPolicy(bw.Consecutive(1))))
-		tr.Breakers().Trip(upstreamKey, time.Minute)
+		tr := newTransport(t, u.Transport(), bw.WithPolicy(bw.Consecutive(1)))
+		tr.Breakers().Get(upstreamKey).Trip(time.Minute)
 		body := &closeCounter{Reader: strings.NewReader("x")}
 		req, _ := http.NewRequest(http.MethodPost, breakwatertest.PipeURL+"/", body)
 		if r := do(tr, req); !errors.Is(r.err, bw.ErrCircuitOpen) {
@@ -191,7 +191,7 @@ func TestCallerCancelDuringBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 503})
 		tr := newTransport(t, u.Transport(), bw.WithBackoff(bw.Constant(10*time.Second)),
-			bw.WithBreaker(bw.WithPolicy(bw.Consecutive(2))))
+			bw.WithPolicy(bw.Consecutive(2)))
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(time.Second, cancel)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, breakwatertest.PipeURL+"/", nil)
@@ -200,7 +200,7 @@ func TestCallerCancelDuringBackoff(t *testing.T) {
 		if !errors.Is(r.err, context.Canceled) || time.Since(start) != time.Second {
 			t.Fatalf("got %v after %s, want context.Canceled after 1s", r.err, time.Since(start))
 		}
-		if s, _ := tr.Breakers().Snapshot(upstreamKey); s.State != bw.StateClosed || s.Failures != 1 || u.Count() != 1 {
+		if s, _ := breakerOf(tr.Breakers(), upstreamKey); s.State != bw.StateClosed || s.Failures != 1 || u.Count() != 1 {
 			t.Fatalf("after one 503 and a cancellation: %+v and %d requests, want one failure charged and no retry", s, u.Count())
 		}
 	})
@@ -224,9 +224,9 @@ func TestChargedOnceAsTheAttemptsShowed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				u := breakwatertest.NewPipeUpstream(t, tc.steps...)
-				tr := newTransport(t, u.Transport(), bw.WithBreaker(bw.WithPolicy(bw.Consecutive(100))))
+				tr := newTransport(t, u.Transport(), bw.WithPolicy(bw.Consecutive(100)))
 				get(tr)
-				if s, _ := tr.Breakers().Snapshot(upstreamKey); s.Failures != tc.failures {
+				if s, _ := breakerOf(tr.Breakers(), upstreamKey); s.Failures != tc.failures {
 					t.Fatalf("%d failures charged after %d requests, want %d", s.Failures, u.Count(), tc.failures)
 				}
 			})
@@ -237,7 +237,7 @@ func TestChargedOnceAsTheAttemptsShowed(t *testing.T) {
 func TestRetryBudgetBoundsLoad(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 500})
-		tr := newTransport(t, u.Transport(), bw.WithBreaker(bw.WithBreakerMode(bw.ModeDisabled)))
+		tr := newTransport(t, u.Transport(), bw.WithoutBreaker())
 		start := time.Now()
 		for range 200 {
 			if r := get(tr); r.status != 500 {
@@ -247,7 +247,7 @@ func TestRetryBudgetBoundsLoad(t *testing.T) {
 		elapsed := time.Since(start)
 		// 20 % of the calls, plus the floor of 3 per second over every
 		// window the run touched.
-		floor := bw.DefaultRetryBudgetFloor * (elapsed + bw.DefaultRetryBudgetWindow).Seconds()
+		floor := 3 * (elapsed + 10*time.Second).Seconds() // the default floor and window
 		limit := 200*1.2 + floor
 		t.Logf("%d upstream requests for 200 calls in %s (limit %.0f)", u.Count(), elapsed, limit)
 		if float64(u.Count()) > limit {
@@ -292,17 +292,19 @@ func TestNetHTTPHiddenReplay(t *testing.T) {
 func TestLocalRefusalOfARetryChargesTheFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 500})
-		tr := newTransport(t, u.Transport(), bw.WithoutRetryBudget(),
-			bw.WithRateLimit(rate.Every(time.Hour), 1, bw.WithRateLimitWait(0)),
-			bw.WithBreaker(bw.WithPolicy(bw.Consecutive(2))))
+		rs, err := bw.NewRateLimiters(rate.Every(time.Hour), 1, bw.WithMaxWait(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := newTransport(t, u.Transport(), bw.WithoutRetryBudget(), bw.WithRateLimiters(rs), bw.WithPolicy(bw.Consecutive(2)))
 		for i := 1; i <= 2; i++ {
-			tr.RateLimiters().ResetAll() // one token: the first attempt gets it, the retry does not
+			rs.Reset(upstreamKey) // one token: the first attempt gets it, the retry does not
 			r := get(tr)
 			if !errors.Is(r.err, bw.ErrRateLimited) || u.Count() != i {
 				t.Fatalf("call %d: %+v after %d requests", i, r, u.Count())
 			}
 		}
-		if s := tr.Breakers().State(upstreamKey); s != bw.StateOpen {
+		if s := tr.Breakers().Get(upstreamKey).State(); s != bw.StateOpen {
 			t.Fatalf("two failing calls whose retries were refused left the breaker %s, want open", s)
 		}
 	})

@@ -30,7 +30,7 @@ const (
 	headerXRateLimitReset = "X-Ratelimit-Reset" // X-RateLimit-Reset
 )
 
-// ParseRetryAfter returns the delay a Retry-After field in h asks for, as
+// parseRetryAfter returns the delay a Retry-After field in h asks for, as
 // RFC 9110 section 10.2.3 defines it, and whether h holds a usable one.
 //
 // The value is either delta-seconds (one or more ASCII digits; spaces and
@@ -45,8 +45,8 @@ const (
 // overflow a [time.Duration]. When ok is true, d is never negative; when it
 // is false, d is zero.
 //
-// ParseRetryAfter never panics and does not allocate for delta-seconds.
-func ParseRetryAfter(h http.Header, now time.Time) (d time.Duration, ok bool) {
+// It never panics and does not allocate for delta-seconds.
+func parseRetryAfter(h http.Header, now time.Time) (d time.Duration, ok bool) {
 	v, present := firstValue(h, headerRetryAfter)
 	if !present {
 		return 0, false
@@ -68,7 +68,7 @@ func ParseRetryAfter(h http.Header, now time.Time) (d time.Duration, ok bool) {
 // X-RateLimit-Reset, asks for. Both are read as delta-seconds, except that
 // a value above epochThreshold is a Unix timestamp in seconds (GitHub and
 // others send X-RateLimit-Reset that way), measured like a Retry-After
-// date. The same bounds as [ParseRetryAfter] apply.
+// date. The same bounds as parseRetryAfter's apply.
 func rateLimitReset(h http.Header, now time.Time) (time.Duration, bool) {
 	for _, key := range [...]string{headerRateLimitReset, headerXRateLimitReset} {
 		v, present := firstValue(h, key)

@@ -21,7 +21,6 @@ func TestRetryWithoutWaiting(t *testing.T) {
 		"a negative wait":             bw.Constant(-time.Second),
 		"full jitter with no range":   bw.ExponentialJitter(0, time.Second),
 		"decorrelated with no range":  bw.DecorrelatedJitter(0, 0),
-		"exponential from 0":          bw.Exponential(0, time.Second),
 		"linear from 0 without steps": bw.Linear(0, 0, time.Second),
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -8,25 +8,6 @@ import (
 	"time"
 )
 
-// A RouteBreakerOption configures [NewRouteBreaker].
-type RouteBreakerOption interface{ applyRouteBreaker(*routeBreakerConfig) }
-
-type routeBreakerConfig struct {
-	inboundConfig
-	key KeyFunc
-}
-
-type routeBreakerOptionFunc func(*routeBreakerConfig)
-
-func (f routeBreakerOptionFunc) applyRouteBreaker(c *routeBreakerConfig) { f(c) }
-
-// WithRouteKey sets how [RouteBreaker] names a request's route. Default:
-// [RouteKey] (the chi route pattern, or [http.Request.Pattern]). A key
-// function must return few distinct keys (routes, not paths).
-func WithRouteKey(fn KeyFunc) RouteBreakerOption {
-	return routeBreakerOptionFunc(func(c *routeBreakerConfig) { c.key = fn })
-}
-
 // RouteBreaker fails fast on a route whose handler is failing, typically
 // because a dependency is down: it keeps one circuit breaker per route in a
 // [Breakers] registry, counts the handler's 5xx responses and panics as
@@ -48,50 +29,43 @@ func WithRouteKey(fn KeyFunc) RouteBreakerOption {
 // its deadline, count as timeouts.
 //
 // A panicking handler is recorded as a failure and the panic goes on
-// unchanged to the server (or an outer recoverer). A RouteBreaker is safe
-// for concurrent use.
-type RouteBreaker struct {
-	in  inbound
-	bs  *Breakers
-	key KeyFunc
-}
-
-// NewRouteBreaker returns a route breaker whose breakers live in bs, which
-// sets the counting policy, open durations, half-open probes and bounds; a
-// nil bs is NewBreakers() with its defaults (open on the 11th failure
-// within 10 s, or the 5th timeout, once failures are at least half of the
-// requests since the first of them; open 5 s doubling to 60 s, 1 probe and
-// 2 successes to close). bs may be shared with other code that trips or resets routes.
-func NewRouteBreaker(bs *Breakers, opts ...RouteBreakerOption) (*RouteBreaker, error) {
-	c := routeBreakerConfig{key: RouteKey}
-	for _, o := range opts {
-		if o != nil {
-			o.applyRouteBreaker(&c)
-		}
-	}
-	if c.key == nil {
-		return nil, errors.New("breakwater: route breaker needs a route KeyFunc")
-	}
+// unchanged to the server (or an outer recoverer).
+//
+// The breakers live in bs, which sets the counting policy, open durations,
+// half-open probes and bounds, and through which a program trips or resets
+// routes and reads their state; a nil bs is NewBreakers() with its
+// defaults (open on the 11th failure within 10 s, or the 5th timeout, once
+// failures are at least half of the requests since the first of them; open
+// 5 s doubling to 60 s, 1 probe and 2 successes to close). opts are
+// [WithKeyFunc] (default [RouteKey], the chi route pattern or
+// [http.Request.Pattern]), [WithObserver], [WithDenyHandler] and
+// [WithExempt]. The middleware is safe for concurrent use.
+func RouteBreaker(bs *Breakers, opts ...Option) (func(http.Handler) http.Handler, error) {
+	c := inboundConfig{key: RouteKey}
+	s := inboundSettings("RouteBreaker", &c)
+	s.applyOptions(opts)
 	if bs == nil {
 		var err error
 		if bs, err = NewBreakers(); err != nil {
 			return nil, err
 		}
 	}
-	return &RouteBreaker{in: newInbound(c.inboundConfig, MechRouteBreaker, 0), bs: bs, key: c.key}, nil
+	if err := errors.Join(s.errs...); err != nil {
+		return nil, err
+	}
+	rb := &routeBreaker{in: newInbound(c, MechRouteBreaker, 0), bs: bs, key: c.key}
+	return rb.wrap, nil
 }
 
-// Breakers returns the registry, for manual control (Trip, Reset) and
-// state reads.
-func (rb *RouteBreaker) Breakers() *Breakers { return rb.bs }
-
-// Snapshot returns the state of every route's breaker.
-func (rb *RouteBreaker) Snapshot() Snapshot {
-	return Snapshot{Name: rb.in.name, At: time.Now(), Breakers: rb.bs.Snapshots()}
+// routeBreaker is a RouteBreaker's state.
+type routeBreaker struct {
+	in  inbound
+	bs  *Breakers
+	key KeyFunc
 }
 
-// Middleware wraps next.
-func (rb *RouteBreaker) Middleware(next http.Handler) http.Handler {
+// wrap is the middleware.
+func (rb *routeBreaker) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if rb.in.exempt != nil && rb.in.exempt(r) {
 			next.ServeHTTP(w, r)

@@ -19,11 +19,11 @@ import (
 	bw "github.com/breakwater-go/breakwater"
 )
 
-func newRouteBreaker(t *testing.T, bs *bw.Breakers, opts ...bw.RouteBreakerOption) *bw.RouteBreaker {
+func newRouteBreaker(t *testing.T, bs *bw.Breakers, opts ...bw.Option) func(http.Handler) http.Handler {
 	t.Helper()
-	rb, err := bw.NewRouteBreaker(bs, opts...)
+	rb, err := bw.RouteBreaker(bs, opts...)
 	if err != nil {
-		t.Fatalf("NewRouteBreaker: %v", err)
+		t.Fatalf("RouteBreaker: %v", err)
 	}
 	return rb
 }
@@ -34,7 +34,7 @@ func TestRouteBreakerOpensAndCountsDown(t *testing.T) {
 		rb := newRouteBreaker(t, bs)
 		var calls atomic.Int32
 		r := chi.NewRouter()
-		r.Use(rb.Middleware)
+		r.Use(rb)
 		r.Get("/orders/{id}", func(w http.ResponseWriter, r *http.Request) {
 			calls.Add(1)
 			http.Error(w, "database unavailable", http.StatusInternalServerError)
@@ -46,7 +46,7 @@ func TestRouteBreakerOpensAndCountsDown(t *testing.T) {
 				t.Fatalf("call %d: %d, want the handler's 500", i, rec.Code)
 			}
 		}
-		if s := bs.State("/orders/{id}"); s != bw.StateOpen {
+		if s := bs.Get("/orders/{id}").State(); s != bw.StateOpen {
 			t.Fatalf("after 3 failures the route is %s", s)
 		}
 		for want := 10; want >= 1; want-- {
@@ -81,11 +81,11 @@ func TestRouteBreakerOpensAndCountsDown(t *testing.T) {
 func TestRouteBreakerHalfOpenBusy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)), bw.WithOpenTimeout(time.Second, time.Second), bw.WithOpenJitter(0))
-		rb := newRouteBreaker(t, bs, bw.WithRouteKey(func(*http.Request) string { return "r" }))
+		rb := newRouteBreaker(t, bs, bw.WithKeyFunc(func(*http.Request) string { return "r" }))
 		release := make(chan struct{})
 		var fail atomic.Bool
 		fail.Store(true)
-		h := rb.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := rb(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if fail.Load() {
 				w.WriteHeader(502)
 				return
@@ -114,7 +114,7 @@ func TestRouteBreakerCountsPanicsAndRepanics(t *testing.T) {
 		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(2)), bw.WithOpenJitter(0))
 		rb := newRouteBreaker(t, bs)
 		mux := http.NewServeMux()
-		mux.Handle("GET /boom", rb.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") })))
+		mux.Handle("GET /boom", rb(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") })))
 		var recovered atomic.Int32
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			defer func() {
@@ -133,7 +133,7 @@ func TestRouteBreakerCountsPanicsAndRepanics(t *testing.T) {
 		if rec := serve(h, "GET", "/boom"); rec.Code != 503 || recovered.Load() != 2 {
 			t.Fatalf("after 2 panics: %d, %d panics", rec.Code, recovered.Load())
 		}
-		if s := bs.State("GET /boom"); s != bw.StateOpen {
+		if s := bs.Get("GET /boom").State(); s != bw.StateOpen {
 			t.Fatalf("the ServeMux pattern's breaker is %s", s)
 		}
 	})
@@ -144,7 +144,7 @@ func TestRouteBreakerIgnoresWhatIsNotAFailure(t *testing.T) {
 		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)))
 		rb := newRouteBreaker(t, bs)
 		r := chi.NewRouter()
-		r.Use(rb.Middleware)
+		r.Use(rb)
 		r.Get("/shed", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", "1")
 			w.WriteHeader(503)
@@ -162,7 +162,7 @@ func TestRouteBreakerIgnoresWhatIsNotAFailure(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		r.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/canceled", nil).WithContext(ctx))
-		for _, s := range rb.Snapshot().Breakers {
+		for _, s := range bs.Snapshot().Breakers {
 			if s.State != bw.StateClosed {
 				t.Errorf("route %q is %s", s.Key, s.State)
 			}
@@ -178,9 +178,9 @@ func TestRouteBreakerCountsTimeouts(t *testing.T) {
 			ht := newTimeout(t, time.Second)
 			r := chi.NewRouter()
 			if order == "timeout outside" {
-				r.Use(ht.Middleware, rb.Middleware)
+				r.Use(ht, rb)
 			} else {
-				r.Use(rb.Middleware, ht.Middleware)
+				r.Use(rb, ht)
 			}
 			r.Get("/slow", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
 			for range 2 {
@@ -188,7 +188,7 @@ func TestRouteBreakerCountsTimeouts(t *testing.T) {
 					t.Fatalf("%s: %d Retry-After %q, want the timeout's 503", order, rec.Code, rec.Header().Get("Retry-After"))
 				}
 			}
-			if s := bs.State("/slow"); s != bw.StateOpen {
+			if s := bs.Get("/slow").State(); s != bw.StateOpen {
 				t.Fatalf("%s: two timeouts left the route %s", order, s)
 			}
 		}
@@ -201,13 +201,13 @@ func TestRouteBreakerRoutesOnChiAndServeMux(t *testing.T) {
 		rb := newRouteBreaker(t, bs)
 		ok := func(http.ResponseWriter, *http.Request) {}
 		r := chi.NewRouter()
-		r.With(rb.Middleware).Get("/with/{id}", ok)
+		r.With(rb).Get("/with/{id}", ok)
 		r.Group(func(r chi.Router) {
-			r.Use(rb.Middleware)
+			r.Use(rb)
 			r.Get("/group/{id}", ok)
 		})
 		r.Route("/route", func(r chi.Router) {
-			r.Use(rb.Middleware)
+			r.Use(rb)
 			r.Get("/{id}", ok)
 		})
 		for _, p := range []string{"/with/1", "/group/2", "/route/3"} {
@@ -215,11 +215,11 @@ func TestRouteBreakerRoutesOnChiAndServeMux(t *testing.T) {
 		}
 		mux := http.NewServeMux()
 		mux.HandleFunc("GET /mux/{id}", ok)
-		whole := newRouteBreaker(t, bs, bw.WithRouteKey(bw.ServeMuxRouteKey(mux)))
-		serve(whole.Middleware(mux), "GET", "/mux/4")
+		whole := newRouteBreaker(t, bs, bw.WithKeyFunc(func(r *http.Request) string { _, p := mux.Handler(r); return p }))
+		serve(whole(mux), "GET", "/mux/4")
 
 		want := map[string]bool{"/with/{id}": true, "/group/{id}": true, "/route/{id}": true, "GET /mux/{id}": true}
-		for _, s := range bs.Snapshots() {
+		for _, s := range bs.Snapshot().Breakers {
 			if !want[s.Key] {
 				t.Errorf("unexpected breaker %q", s.Key)
 			}
@@ -235,9 +235,9 @@ func TestRouteBreakerObserved(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var obs eventLog
 		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)), bw.WithOpenJitter(0))
-		rb := newRouteBreaker(t, bs, bw.WithInboundObserver(&obs))
+		rb := newRouteBreaker(t, bs, bw.WithObserver(&obs))
 		r := chi.NewRouter()
-		r.Use(rb.Middleware)
+		r.Use(rb)
 		r.Post("/pay/{id}", func(w http.ResponseWriter, r *http.Request) {
 			time.Sleep(20 * time.Millisecond)
 			w.WriteHeader(502)
@@ -272,8 +272,8 @@ func TestRouteBreakerIgnoresClientCausedFailures(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			bs := newBreakers(t, bw.WithPolicy(bw.Window(10, time.Minute)))
 			served := make(chan struct{}, 11)
-			rb, err := bw.NewRouteBreaker(bs, bw.WithRouteKey(func(*http.Request) string { return "/upload" }),
-				bw.WithInboundObserver(bw.ObserverFunc(func(_ context.Context, e bw.Event) {
+			rb, err := bw.RouteBreaker(bs, bw.WithKeyFunc(func(*http.Request) string { return "/upload" }),
+				bw.WithObserver(bw.ObserverFunc(func(_ context.Context, e bw.Event) {
 					if e.Kind == bw.EventRequest && e.Method == http.MethodPost {
 						served <- struct{}{}
 					}
@@ -281,11 +281,11 @@ func TestRouteBreakerIgnoresClientCausedFailures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ht, err := bw.NewHandlerTimeout(50 * time.Millisecond)
+			ht, err := bw.HandlerTimeout(50 * time.Millisecond)
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv := httptest.NewServer(rb.Middleware(ht.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			srv := httptest.NewServer(rb(ht(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if _, err := io.ReadAll(r.Body); err != nil {
 					http.Error(w, "upstream request failed: "+err.Error(), http.StatusBadGateway) // as a proxy would
 					return
@@ -340,7 +340,7 @@ func TestRouteBreakerIgnoresClientCausedFailures(t *testing.T) {
 				want = http.StatusServiceUnavailable // the server's own timeouts open it
 			}
 			if resp.StatusCode != want {
-				t.Fatalf("after 11 %s uploads the route answers %d (breaker %s), want %d", mode, resp.StatusCode, bs.State("/upload"), want)
+				t.Fatalf("after 11 %s uploads the route answers %d (breaker %s), want %d", mode, resp.StatusCode, bs.Get("/upload").State(), want)
 			}
 		})
 	}

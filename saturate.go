@@ -2,6 +2,7 @@ package breakwater
 
 import (
 	"math"
+	"strconv"
 	"time"
 )
 
@@ -49,4 +50,13 @@ func secondsCeil(s float64) time.Duration {
 		return math.MaxInt64
 	}
 	return time.Duration(max(0, ns))
+}
+
+// formatDuration prints whole milliseconds below a second ("250ms") and
+// seconds with at most one decimal above ("1.5s", "60s").
+func formatDuration(d time.Duration) string {
+	if d < time.Second {
+		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+	}
+	return strconv.FormatFloat(float64(d.Round(100*time.Millisecond))/float64(time.Second), 'f', -1, 64) + "s"
 }

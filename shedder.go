@@ -8,40 +8,32 @@ import (
 	"time"
 )
 
-// A ShedOption configures [NewShedder].
-type ShedOption interface{ applyShed(*shedConfig) }
-
-type shedConfig struct {
-	inboundConfig
-	retryMin, retryMax time.Duration
-}
-
-type shedOptionFunc func(*shedConfig)
-
-func (f shedOptionFunc) applyShed(c *shedConfig) { f(c) }
-
-// Default Retry-After range of a [Shedder]'s rejections.
+// Default Retry-After range of a Shedder's rejections.
 const (
-	DefaultShedRetryAfterMin = time.Second
-	DefaultShedRetryAfterMax = 2 * time.Second
+	defaultShedRetryAfterMin = time.Second
+	defaultShedRetryAfterMax = 2 * time.Second
 )
 
 // WithShedRetryAfter sets the range a [Shedder] draws each rejection's
 // Retry-After from, uniformly in whole seconds (min and max are rounded up
 // to seconds; min at least 1 s). The spread keeps rejected clients from
-// coming back all at once. Default: 1 to 2 s.
-func WithShedRetryAfter(min, max time.Duration) ShedOption {
-	return shedOptionFunc(func(c *shedConfig) { c.retryMin, c.retryMax = min, max })
+// coming back all at once. It configures [Shedder]. Default: 1 to 2 s.
+func WithShedRetryAfter(min, max time.Duration) Option {
+	return option(func(s *settings) {
+		if c := s.forInbound("WithShedRetryAfter", "Shedder"); c != nil {
+			c.retryMin, c.retryMax = min, max
+		}
+	})
 }
 
-// Shedder sheds load: it admits at most a [Bulkhead]'s limit of requests
+// Shedder sheds load: it admits at most a bulkhead's limit of requests
 // into the next handler at once, lets a bounded number wait in arrival
-// order for a bounded time (the bulkhead's [WithBulkheadQueue]), and
-// answers the rest 503 with a jittered Retry-After (1 to 2 s by default)
-// without calling the handler. With [WithAdaptiveLimit] on the bulkhead
-// the limit follows the handler's latency and its overload signals: a
-// handler timeout or a 503 is a drop, a client that went away or a
-// breakwater rejection teaches nothing.
+// order for a bounded time (the bulkheads' [WithMaxWait] and
+// [WithMaxQueue]), and answers the rest 503 with a jittered Retry-After (1
+// to 2 s by default) without calling the handler. With [WithAdaptiveLimit]
+// on the bulkheads the limit follows the handler's latency and its
+// overload signals: a handler timeout or a 503 is a drop, a client that
+// went away or a breakwater rejection teaches nothing.
 //
 // A request holds its slot until the handler returns, panics or hijacks
 // the connection (a hijacked connection, a WebSocket say, no longer counts
@@ -52,30 +44,24 @@ func WithShedRetryAfter(min, max time.Duration) ShedOption {
 // bounds the work in progress, and a handler that ignores its context is
 // still working.
 //
-// A Shedder is safe for concurrent use. Admitting and releasing a request
-// costs a few atomic operations and no allocation (plus a small wrapper
-// when the connection can be hijacked or an observer needs the status).
-type Shedder struct {
-	in                 inbound
-	bh                 *Bulkhead
-	retryMin, retryMax int64 // seconds
-	adaptive           bool
-}
-
-// NewShedder returns a load shedder on bh, which sets the limit, the queue
-// and an adaptive limit; bh must not be nil. bh may be shared with other
-// code that reads it (InFlight, Snapshot); requests admitted through other
-// paths count against the same limit.
-func NewShedder(bh *Bulkhead, opts ...ShedOption) (*Shedder, error) {
-	c := shedConfig{retryMin: DefaultShedRetryAfterMin, retryMax: DefaultShedRetryAfterMax}
-	for _, o := range opts {
-		if o != nil {
-			o.applyShed(&c)
-		}
-	}
-	var errs []error
-	if bh == nil {
-		errs = append(errs, errors.New("breakwater: NewShedder needs a Bulkhead"))
+// The bulkheads are bs, which sets the limit, the queue and an adaptive
+// limit, and which other code may share (requests admitted through other
+// paths count against the same limit) or read; bs must not be nil. All
+// requests share one bulkhead, unless [WithKeyFunc] groups them (by route,
+// say). Other opts are [WithShedRetryAfter], [WithObserver],
+// [WithDenyHandler] and [WithExempt].
+//
+// The middleware is safe for concurrent use. Admitting and releasing a
+// request costs a few atomic operations and no allocation (plus a small
+// wrapper when the connection can be hijacked or an observer needs the
+// status).
+func Shedder(bs *Bulkheads, opts ...Option) (func(http.Handler) http.Handler, error) {
+	c := inboundConfig{retryMin: defaultShedRetryAfterMin, retryMax: defaultShedRetryAfterMax}
+	s := inboundSettings("Shedder", &c)
+	s.applyOptions(opts)
+	errs := s.errs
+	if bs == nil {
+		errs = append(errs, errors.New("breakwater: Shedder needs a Bulkheads registry"))
 	}
 	lo, hi := retryAfterSeconds(c.retryMin), retryAfterSeconds(c.retryMax)
 	if c.retryMin <= 0 || c.retryMax < c.retryMin {
@@ -84,25 +70,37 @@ func NewShedder(bh *Bulkhead, opts ...ShedOption) (*Shedder, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return &Shedder{
-		in:       newInbound(c.inboundConfig, MechShed, 0),
-		bh:       bh,
+	sh := &shedder{
+		in:       newInbound(c, MechShed, 0),
+		bs:       bs,
+		key:      c.key,
 		retryMin: lo,
 		retryMax: hi,
-		adaptive: bh.cfg.adaptive != nil,
-	}, nil
+		adaptive: bs.cfg.adaptive != nil,
+	}
+	return sh.wrap, nil
 }
 
-// Bulkhead returns the shedder's bulkhead.
-func (sh *Shedder) Bulkhead() *Bulkhead { return sh.bh }
+// shedder is a Shedder's state.
+type shedder struct {
+	in                 inbound
+	bs                 *Bulkheads
+	key                KeyFunc // nil: one bulkhead for every request
+	retryMin, retryMax int64   // seconds
+	adaptive           bool
+}
 
-// Snapshot returns the state of the shedder's bulkhead.
-func (sh *Shedder) Snapshot() Snapshot {
-	return Snapshot{Name: sh.in.name, At: time.Now(), Bulkheads: []BulkheadSnapshot{sh.bh.Snapshot()}}
+// acquire takes a slot of r's bulkhead.
+func (sh *shedder) acquire(r *http.Request) (Slot, error) {
+	key := ""
+	if sh.key != nil {
+		key = sh.key(r)
+	}
+	return sh.bs.acquire(r.Context(), key, time.Time{})
 }
 
 // retryAfter draws a rejection's Retry-After.
-func (sh *Shedder) retryAfter() time.Duration {
+func (sh *shedder) retryAfter() time.Duration {
 	s := sh.retryMin
 	if n := sh.retryMax - sh.retryMin; n > 0 {
 		s += rand.Int64N(n + 1)
@@ -110,8 +108,8 @@ func (sh *Shedder) retryAfter() time.Duration {
 	return time.Duration(s) * time.Second
 }
 
-// Middleware wraps next.
-func (sh *Shedder) Middleware(next http.Handler) http.Handler {
+// wrap is the middleware.
+func (sh *shedder) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if sh.in.exempt != nil && sh.in.exempt(r) {
 			next.ServeHTTP(w, r)
@@ -122,7 +120,7 @@ func (sh *Shedder) Middleware(next http.Handler) http.Handler {
 			sh.serveTracked(next, r, &s)
 			return
 		}
-		slot, err := sh.bh.Acquire(r.Context())
+		slot, err := sh.acquire(r)
 		if err != nil {
 			sh.refused(w, r, &s, err)
 			return
@@ -134,9 +132,9 @@ func (sh *Shedder) Middleware(next http.Handler) http.Handler {
 
 // serveTracked serves a request whose writer is wrapped: the slot is also
 // freed by a hijack, and an adaptive limit learns the outcome.
-func (sh *Shedder) serveTracked(next http.Handler, r *http.Request, s *served) {
+func (sh *shedder) serveTracked(next http.Handler, r *http.Request, s *served) {
 	rw := s.rw
-	slot, err := sh.bh.Acquire(r.Context())
+	slot, err := sh.acquire(r)
 	if err != nil {
 		sh.refused(rw, r, s, err)
 		return
@@ -162,7 +160,7 @@ func (sh *Shedder) serveTracked(next http.Handler, r *http.Request, s *served) {
 
 // refused answers a request that got no slot: 503 when the bulkhead
 // refused it, nothing when its client went away while it waited.
-func (sh *Shedder) refused(w http.ResponseWriter, r *http.Request, s *served, err error) {
+func (sh *shedder) refused(w http.ResponseWriter, r *http.Request, s *served, err error) {
 	if errors.Is(err, ErrConcurrencyLimit) {
 		sh.in.reject(w, r, Rejection{Mechanism: MechShed, Status: sh.in.status, RetryAfter: sh.retryAfter(), Err: err})
 	}

@@ -17,15 +17,15 @@ import (
 	bw "github.com/breakwater-go/breakwater"
 )
 
-func newShedder(t *testing.T, limit int, opts ...bw.BulkheadOption) (*bw.Shedder, *bw.Bulkhead) {
+func newShedder(t *testing.T, limit int, opts ...bw.Option) (func(http.Handler) http.Handler, *bw.Bulkheads) {
 	t.Helper()
-	bh, err := bw.NewBulkhead(limit, opts...)
+	bh, err := bw.NewBulkheads(limit, opts...)
 	if err != nil {
-		t.Fatalf("NewBulkhead: %v", err)
+		t.Fatalf("NewBulkheads: %v", err)
 	}
-	sh, err := bw.NewShedder(bh)
+	sh, err := bw.Shedder(bh)
 	if err != nil {
-		t.Fatalf("NewShedder: %v", err)
+		t.Fatalf("Shedder: %v", err)
 	}
 	return sh, bh
 }
@@ -47,10 +47,10 @@ func (g *gauge) leave() { g.now.Add(-1) }
 
 func TestShedderLimitsConcurrency(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sh, bh := newShedder(t, 4, bw.WithBulkheadQueue(3, 10*time.Second))
+		sh, bh := newShedder(t, 4, bw.WithMaxQueue(3), bw.WithMaxWait(10*time.Second))
 		var g gauge
 		r := chi.NewRouter()
-		r.Use(sh.Middleware)
+		r.Use(sh)
 		r.Get("/slow", func(w http.ResponseWriter, r *http.Request) {
 			g.enter()
 			defer g.leave()
@@ -66,7 +66,7 @@ func TestShedderLimitsConcurrency(t *testing.T) {
 		if n := g.now.Load(); n != 4 {
 			t.Fatalf("%d handlers running, want 4", n)
 		}
-		if q := bh.Queued(); q != 3 {
+		if q := queued(bh, ""); q != 3 {
 			t.Fatalf("%d queued, want 3", q)
 		}
 		wg.Wait()
@@ -90,21 +90,21 @@ func TestShedderLimitsConcurrency(t *testing.T) {
 		if ok != 7 || shed != 3 || g.peak.Load() != 4 {
 			t.Fatalf("%d served, %d shed, peak %d; want 7, 3, 4", ok, shed, g.peak.Load())
 		}
-		if bh.InFlight() != 0 {
-			t.Fatalf("%d slots still held", bh.InFlight())
+		if inFlight(bh, "") != 0 {
+			t.Fatalf("%d slots still held", inFlight(bh, ""))
 		}
 	})
 }
 
 func TestShedderRetryAfterJitter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		bh, _ := bw.NewBulkhead(1)
-		sh, err := bw.NewShedder(bh, bw.WithShedRetryAfter(2*time.Second, 4*time.Second))
+		bh, _ := bw.NewBulkheads(1)
+		sh, err := bw.Shedder(bh, bw.WithShedRetryAfter(2*time.Second, 4*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
 		release := make(chan struct{})
-		h := sh.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+		h := sh(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
 		go serve(h, "GET", "/")
 		synctest.Wait()
 		seen := map[string]int{}
@@ -120,10 +120,10 @@ func TestShedderRetryAfterJitter(t *testing.T) {
 
 func TestShedderFreesSlots(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sh, bh := newShedder(t, 1, bw.WithBulkheadQueue(1, time.Minute))
+		sh, bh := newShedder(t, 1, bw.WithMaxQueue(1), bw.WithMaxWait(time.Minute))
 
 		// A panicking handler.
-		boom := sh.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
+		boom := sh(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
 		func() {
 			defer func() {
 				if recover() != "boom" {
@@ -132,14 +132,14 @@ func TestShedderFreesSlots(t *testing.T) {
 			}()
 			serve(boom, "GET", "/")
 		}()
-		if bh.InFlight() != 0 {
+		if inFlight(bh, "") != 0 {
 			t.Fatal("a panicking handler kept its slot")
 		}
 
 		// A client that disconnects while its handler runs: the handler
 		// honours its context and returns.
 		var ran atomic.Int32
-		wait := sh.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		wait := sh(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ran.Add(1)
 			<-r.Context().Done()
 		}))
@@ -150,8 +150,8 @@ func TestShedderFreesSlots(t *testing.T) {
 			close(done)
 		}()
 		synctest.Wait()
-		if bh.InFlight() != 1 {
-			t.Fatalf("in flight %d, want 1", bh.InFlight())
+		if inFlight(bh, "") != 1 {
+			t.Fatalf("in flight %d, want 1", inFlight(bh, ""))
 		}
 
 		// A client that disconnects while queued leaves the queue and
@@ -164,18 +164,18 @@ func TestShedderFreesSlots(t *testing.T) {
 			close(qdone)
 		}()
 		synctest.Wait()
-		if bh.Queued() != 1 {
-			t.Fatalf("queued %d, want 1", bh.Queued())
+		if queued(bh, "") != 1 {
+			t.Fatalf("queued %d, want 1", queued(bh, ""))
 		}
 		qcancel()
 		<-qdone
-		if bh.Queued() != 0 || ran.Load() != 1 || qrec.Body.Len() != 0 || qrec.Header().Get("Retry-After") != "" {
-			t.Fatalf("queued %d, handler ran %d times, wrote %q", bh.Queued(), ran.Load(), qrec.Body)
+		if queued(bh, "") != 0 || ran.Load() != 1 || qrec.Body.Len() != 0 || qrec.Header().Get("Retry-After") != "" {
+			t.Fatalf("queued %d, handler ran %d times, wrote %q", queued(bh, ""), ran.Load(), qrec.Body)
 		}
 
 		cancel()
 		<-done
-		if bh.InFlight() != 0 {
+		if inFlight(bh, "") != 0 {
 			t.Fatal("a disconnected client's slot was not freed")
 		}
 	})
@@ -188,7 +188,7 @@ func TestShedderFreesSlotOnHijack(t *testing.T) {
 	hijacked := make(chan struct{})
 	finish := make(chan struct{})
 	r := chi.NewRouter()
-	r.Use(sh.Middleware)
+	r.Use(sh)
 	r.Get("/ws", func(w http.ResponseWriter, r *http.Request) {
 		conn, brw, err := http.NewResponseController(w).Hijack()
 		if err != nil {
@@ -211,7 +211,7 @@ func TestShedderFreesSlotOnHijack(t *testing.T) {
 		}
 	}()
 	<-hijacked
-	if n := bh.InFlight(); n != 0 {
+	if n := inFlight(bh, ""); n != 0 {
 		t.Fatalf("%d slots held after the hijack, want 0", n)
 	}
 	if status, _, body := fetch(t, srv.URL+"/next"); status != 200 || body != "admitted" {
@@ -222,8 +222,8 @@ func TestShedderFreesSlotOnHijack(t *testing.T) {
 
 func TestShedderExemptAndServeMux(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		bh, _ := bw.NewBulkhead(1)
-		sh, err := bw.NewShedder(bh, bw.WithExempt(func(r *http.Request) bool { return r.URL.Path == "/healthz" }))
+		bh, _ := bw.NewBulkheads(1)
+		sh, err := bw.Shedder(bh, bw.WithExempt(func(r *http.Request) bool { return r.URL.Path == "/healthz" }))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,7 +231,7 @@ func TestShedderExemptAndServeMux(t *testing.T) {
 		mux := http.NewServeMux()
 		mux.HandleFunc("GET /slow", func(http.ResponseWriter, *http.Request) { <-release })
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-		h := sh.Middleware(mux)
+		h := sh(mux)
 		go serve(h, "GET", "/slow")
 		synctest.Wait()
 		if rec := serve(h, "GET", "/slow"); rec.Code != 503 {
@@ -248,8 +248,8 @@ func TestShedderObservedAndTypedError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var obs eventLog
 		var got bw.Rejection
-		bh, _ := bw.NewBulkhead(1)
-		sh, err := bw.NewShedder(bh, bw.WithInboundObserver(&obs), bw.WithDenyHandler(func(w http.ResponseWriter, r *http.Request, rej bw.Rejection) {
+		bh, _ := bw.NewBulkheads(1)
+		sh, err := bw.Shedder(bh, bw.WithObserver(&obs), bw.WithDenyHandler(func(w http.ResponseWriter, r *http.Request, rej bw.Rejection) {
 			got = rej
 			bw.WriteProblem(w, r, rej)
 		}))
@@ -258,7 +258,7 @@ func TestShedderObservedAndTypedError(t *testing.T) {
 		}
 		release := make(chan struct{})
 		r := chi.NewRouter()
-		r.Use(sh.Middleware)
+		r.Use(sh)
 		r.Get("/jobs/{id}", func(http.ResponseWriter, *http.Request) { <-release })
 		go serve(r, "GET", "/jobs/1")
 		synctest.Wait()
@@ -291,11 +291,11 @@ func TestShedderObservedAndTypedError(t *testing.T) {
 }
 
 func TestShedderOptionErrors(t *testing.T) {
-	if _, err := bw.NewShedder(nil); err == nil {
-		t.Error("NewShedder(nil) succeeded")
+	if _, err := bw.Shedder(nil); err == nil {
+		t.Error("Shedder(nil) succeeded")
 	}
-	bh, _ := bw.NewBulkhead(1)
-	if _, err := bw.NewShedder(bh, bw.WithShedRetryAfter(3*time.Second, time.Second)); err == nil {
+	bh, _ := bw.NewBulkheads(1)
+	if _, err := bw.Shedder(bh, bw.WithShedRetryAfter(3*time.Second, time.Second)); err == nil {
 		t.Error("an inverted Retry-After range was accepted")
 	}
 }
@@ -309,7 +309,7 @@ func TestShedderAdaptiveLimitLearnsFromTheHandler(t *testing.T) {
 		var slow atomic.Bool
 		slow.Store(true)
 		r := chi.NewRouter()
-		r.Use(sh.Middleware, ht.Middleware)
+		r.Use(sh, ht)
 		r.Get("/", func(w http.ResponseWriter, r *http.Request) {
 			if slow.Load() {
 				<-r.Context().Done()
@@ -318,7 +318,7 @@ func TestShedderAdaptiveLimitLearnsFromTheHandler(t *testing.T) {
 		for range 40 {
 			serve(r, "GET", "/")
 		}
-		shrunk := bh.Limit()
+		shrunk := limitOf(bh, "")
 		if shrunk >= 8 {
 			t.Fatalf("after 40 handler timeouts the limit is %d, want below 8", shrunk)
 		}
@@ -326,8 +326,8 @@ func TestShedderAdaptiveLimitLearnsFromTheHandler(t *testing.T) {
 		for range 200 {
 			serve(r, "GET", "/")
 		}
-		if bh.Limit() <= shrunk {
-			t.Fatalf("after 200 fast successes the limit is %d, was %d", bh.Limit(), shrunk)
+		if limitOf(bh, "") <= shrunk {
+			t.Fatalf("after 200 fast successes the limit is %d, was %d", limitOf(bh, ""), shrunk)
 		}
 	})
 }

@@ -182,7 +182,7 @@ func (bs *Breakers) simulated(now *int64) *Breakers {
 	sim := &Breakers{cfg: cfg, start: time.Now(), virtual: now}
 	var ls []func(Transition)
 	sim.listeners.Store(&ls)
-	if cfg.mode != ModeDisabled {
+	if cfg.mode != modeDisabled {
 		sim.m = keyed.New(cfg.maxKeys, cfg.idleTTL, sim.newBreaker, (*Breaker).weigh)
 	}
 	return sim
@@ -305,10 +305,10 @@ func (sim *simulation) admit(c *simCaller) {
 // wait out is waited out, a longer one refuses the attempt.
 func (sim *simulation) pass(c *simCaller) {
 	call := c.call
-	if rem := sim.gates.Remaining(simKey); rem > 0 {
+	if rem := sim.gates.remainingFor(simKey); rem > 0 {
 		left := time.Duration(call.deadline - sim.now)
 		if rem > sim.gates.cfg.maxWait || call.deadline != 0 && rem >= left {
-			call.permit.Release()
+			call.permit.release()
 			until := sim.gates.wall(sim.now + int64(rem))
 			sim.refused(c, rejected(ErrPaused, simKey, until), rem)
 			return
@@ -370,7 +370,7 @@ func (sim *simulation) answer() (Outcome, int64, error) {
 		return Outcome{Category: NetworkError}, dur, errSimRefused
 	case Throttled:
 		o := Outcome{Category: Throttled, Status: http.StatusTooManyRequests, RetryAfter: s.RetryAfter, HasRetryAfter: true}
-		if m := sim.t.cfg.maxRetryAfter; s.RetryAfter > orDefault(m, DefaultMaxRetryAfter) {
+		if m := sim.t.cfg.maxRetryAfter; s.RetryAfter > orDefault(m, defaultMaxRetryAfter) {
 			o.RetryAfterTooLong = true
 		}
 		return o, dur, nil
@@ -387,7 +387,7 @@ func (sim *simulation) answered(c *simCaller) {
 	call := c.call
 	o := call.o
 	if sim.gates != nil {
-		sim.gates.Observe(simKey, o)
+		sim.gates.Observe(simKey, o, nil)
 	}
 	wait, retry, budget := sim.decide(call, o)
 	sim.emit(Event{Kind: EventAttempt, Attempt: call.c.attempts, Category: o.Category, Status: o.Status, Duration: time.Duration(sim.now - call.attemptAt), Err: call.err})
@@ -398,7 +398,7 @@ func (sim *simulation) answered(c *simCaller) {
 		sim.emit(Event{Kind: EventReject, Attempt: call.c.attempts, Mechanism: MechRetryBudget, Err: ErrRetryBudget})
 	}
 	sim.charge(call, attemptResult{o: o, permit: call.permit, err: call.err}, retry)
-	call.permit.Release()
+	call.permit.release()
 	if !retry {
 		sim.settle(call)
 		if call.c.retried != 0 && helped(o.Category) {

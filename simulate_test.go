@@ -33,18 +33,18 @@ var simFailures = []simFailure{
 func TestSimulateMatchesTransport(t *testing.T) {
 	policies := []struct {
 		name string
-		opts []bw.BreakerOption
+		opts []bw.Option
 	}{
 		{"default policy", nil},
-		{"window 3", []bw.BreakerOption{bw.WithPolicy(bw.Window(3, 0))}},
-		{"window 0", []bw.BreakerOption{bw.WithPolicy(bw.Window(0, 0))}},
-		{"window 4 within 3s", []bw.BreakerOption{bw.WithPolicy(bw.Window(4, 3*time.Second))}},
-		{"consecutive 5", []bw.BreakerOption{bw.WithPolicy(bw.Consecutive(5))}},
-		{"consecutive 5, server errors 2", []bw.BreakerOption{bw.WithPolicy(bw.Consecutive(5).WithCategoryThreshold(bw.ServerError, 2))}},
-		{"consecutive 5, timeouts 2", []bw.BreakerOption{bw.WithPolicy(bw.Consecutive(5).WithCategoryThreshold(bw.Timeout, 2))}},
-		{"failure rate 0.5 over 4", []bw.BreakerOption{bw.WithPolicy(bw.FailureRate(0.5, 4, 10*time.Second))}},
-		{"consecutive 3, throttled counted", []bw.BreakerOption{bw.WithPolicy(bw.Consecutive(3)), bw.WithCountThrottled(true)}},
-		{"shadow mode", []bw.BreakerOption{bw.WithPolicy(bw.Consecutive(2)), bw.WithBreakerMode(bw.ModeShadow)}},
+		{"window 3", []bw.Option{bw.WithPolicy(bw.Window(3, 0))}},
+		{"window 0", []bw.Option{bw.WithPolicy(bw.Window(0, 0))}},
+		{"window 4 within 3s", []bw.Option{bw.WithPolicy(bw.Window(4, 3*time.Second))}},
+		{"consecutive 5", []bw.Option{bw.WithPolicy(bw.Consecutive(5))}},
+		{"consecutive 5, server errors 2", []bw.Option{bw.WithPolicy(bw.Consecutive(5).WithCategoryThreshold(bw.ServerError, 2))}},
+		{"consecutive 5, timeouts 2", []bw.Option{bw.WithPolicy(bw.Consecutive(5).WithCategoryThreshold(bw.Timeout, 2))}},
+		{"failure rate 0.5 over 4", []bw.Option{bw.WithPolicy(bw.FailureRate(0.5, 4, 10*time.Second))}},
+		{"consecutive 3, throttled counted", []bw.Option{bw.WithPolicy(bw.Consecutive(3)), bw.WithCountAsFailure(bw.Throttled)}},
+		{"shadow mode", []bw.Option{bw.WithPolicy(bw.Consecutive(2)), bw.WithShadowMode(true)}},
 	}
 	mixes := []struct {
 		name string
@@ -53,7 +53,7 @@ func TestSimulateMatchesTransport(t *testing.T) {
 		{"1 attempt", []bw.Option{bw.WithMaxAttempts(1)}},
 		{"3 attempts", []bw.Option{bw.WithMaxAttempts(3)}},
 		{"3 attempts, no budget", []bw.Option{bw.WithMaxAttempts(3), bw.WithoutRetryBudget()}},
-		{"4 attempts per attempt", []bw.Option{bw.WithMaxAttempts(4), bw.WithMeltPerAttempt()}},
+		{"4 attempts per attempt", []bw.Option{bw.WithMaxAttempts(4), bw.WithChargePerAttempt(true)}},
 		{"3 attempts, short call timeout", []bw.Option{bw.WithMaxAttempts(3), bw.WithCallTimeout(450 * time.Millisecond)}},
 		{"3 attempts, no pause gate", []bw.Option{bw.WithMaxAttempts(3), bw.WithoutPauseGate()}},
 	}
@@ -68,8 +68,8 @@ func TestSimulateMatchesTransport(t *testing.T) {
 					// Simulate's open durations have no jitter: without it,
 					// which of a Retry-After wait and an open duration of the
 					// same length ends first is decided, not drawn.
-					bw.WithBreaker(append([]bw.BreakerOption{bw.WithOpenTimeout(time.Minute, time.Minute), bw.WithOpenJitter(0)}, p.opts...)...),
-				}, m.opts...)
+					bw.WithOpenTimeout(time.Minute, time.Minute), bw.WithOpenJitter(0),
+				}, append(p.opts, m.opts...)...)
 				compared++
 				t.Run(name, func(t *testing.T) {
 					synctest.Test(t, func(t *testing.T) {
@@ -98,7 +98,7 @@ func compareWithTransport(t *testing.T, opts []bw.Option, f simFailure) {
 	opened := 0
 	for n := 1; n <= maxCalls && opened == 0; n++ {
 		get(tr)
-		if tr.Breakers().State(upstreamKey) == bw.StateOpen {
+		if tr.Breakers().Get(upstreamKey).State() == bw.StateOpen {
 			opened = n
 		}
 	}
@@ -115,7 +115,7 @@ func compareWithTransport(t *testing.T, opts []bw.Option, f simFailure) {
 // Consecutive(5) policy with a server-error threshold of 2 opens on the
 // second failing call, and both Simulate and Explain say so.
 func TestSimulateCategoryThreshold(t *testing.T) {
-	tr, err := bw.NewTransport(bw.WithBreaker(bw.WithPolicy(bw.Consecutive(5).WithCategoryThreshold(bw.ServerError, 2))))
+	tr, err := bw.NewTransport(bw.WithPolicy(bw.Consecutive(5).WithCategoryThreshold(bw.ServerError, 2)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestSimulateCategoryThreshold(t *testing.T) {
 // A timeline run: several callers for a fixed time, through an outage and
 // a recovery, observed event by event.
 func TestSimulateTimeline(t *testing.T) {
-	tr, err := bw.NewTransport(bw.WithBreaker(bw.WithPolicy(bw.Consecutive(5)), bw.WithOpenTimeout(2*time.Second, 8*time.Second)))
+	tr, err := bw.NewTransport(bw.WithPolicy(bw.Consecutive(5)), bw.WithOpenTimeout(2*time.Second, 8*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

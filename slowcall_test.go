@@ -68,7 +68,7 @@ func TestSlowCallThreshold(t *testing.T) {
 		observed(t, func(t *testing.T, opts ...bw.Option) {
 			u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Delay: 2 * threshold})
 			tr := newTransport(t, u.Transport(), append(opts, bw.WithSlowCallThreshold(threshold),
-				bw.WithBreaker(bw.WithPolicy(bw.Consecutive(2))))...)
+				bw.WithPolicy(bw.Consecutive(2)))...)
 			for i := 1; i <= 2; i++ {
 				if r := get(tr); r.err != nil || r.status != 200 {
 					t.Fatalf("slow call %d: %+v, want the 200", i, r)
@@ -93,7 +93,7 @@ func TestSlowCallThreshold(t *testing.T) {
 				return breakwatertest.Step{Delay: delay}
 			})
 			tr := newTransport(t, u.Transport(), append(opts, bw.WithSlowCallThreshold(threshold),
-				bw.WithBreaker(bw.WithPolicy(bw.Consecutive(1))))...)
+				bw.WithPolicy(bw.Consecutive(1)))...)
 			if r := get(tr); r.status != 200 || stateOf(tr.Breakers(), upstreamKey) != bw.StateClosed {
 				t.Fatalf("a call of %s: %+v, breaker %s; want 200 and closed", delay, r, stateOf(tr.Breakers(), upstreamKey))
 			}
@@ -108,7 +108,7 @@ func TestSlowCallThreshold(t *testing.T) {
 		observed(t, func(t *testing.T, opts ...bw.Option) {
 			u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{})
 			tr := newTransport(t, u.Transport(), append(opts, bw.WithSlowCallThreshold(threshold),
-				bw.WithBreaker(bw.WithPolicy(bw.Consecutive(1))))...)
+				bw.WithPolicy(bw.Consecutive(1)))...)
 			for range 3 {
 				time.Sleep(time.Hour) // the transport's age is no call's latency
 				if r := get(tr); r.status != 200 {
@@ -125,7 +125,7 @@ func TestSlowCallThreshold(t *testing.T) {
 		observed(t, func(t *testing.T, opts ...bw.Option) {
 			u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 404, Delay: 2 * threshold})
 			tr := newTransport(t, u.Transport(), append(opts, bw.WithSlowCallThreshold(threshold),
-				bw.WithBreaker(bw.WithPolicy(bw.Consecutive(1))))...)
+				bw.WithPolicy(bw.Consecutive(1)))...)
 			if r := get(tr); r.status != 404 {
 				t.Fatalf("%+v", r)
 			}
@@ -139,7 +139,7 @@ func TestSlowCallThreshold(t *testing.T) {
 		observed(t, func(t *testing.T, opts ...bw.Option) {
 			u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 503}, breakwatertest.Step{})
 			tr := newTransport(t, u.Transport(), append(opts, bw.WithSlowCallThreshold(threshold),
-				bw.WithBackoff(bw.Constant(2*threshold)), bw.WithBreaker(bw.WithPolicy(bw.Consecutive(1))))...)
+				bw.WithBackoff(bw.Constant(2*threshold)), bw.WithPolicy(bw.Consecutive(1)))...)
 			time.Sleep(time.Minute) // calls start after the transport does
 			if r := get(tr); r.status != 200 || u.Count() != 2 {
 				t.Fatalf("%+v after %d requests", r, u.Count())
@@ -152,8 +152,8 @@ func TestSlowCallThreshold(t *testing.T) {
 
 	t.Run("waiting for admission is not latency", func(t *testing.T) {
 		for name, limit := range map[string]bw.Option{
-			"rate limit":        bw.WithRateLimit(0.5, 1, bw.WithRateLimitWait(time.Minute)), // a token every 2s,
-			"concurrency limit": bw.WithConcurrencyLimit(1, bw.WithBulkheadQueue(1, time.Minute)),
+			"rate limit":        bw.WithRateLimit(0.5, 1, bw.WithMaxWait(time.Minute)), // a token every 2s,
+			"concurrency limit": bw.WithConcurrencyLimit(1, bw.WithMaxQueue(1), bw.WithMaxWait(time.Minute)),
 		} {
 			t.Run(name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
@@ -165,7 +165,7 @@ func TestSlowCallThreshold(t *testing.T) {
 						return breakwatertest.Step{}
 					})
 					tr := newTransport(t, u.Transport(), limit, bw.WithObserver(obs), bw.WithSlowCallThreshold(threshold),
-						bw.WithBreaker(bw.WithPolicy(bw.Consecutive(1))))
+						bw.WithPolicy(bw.Consecutive(1)))
 					time.Sleep(time.Minute) // calls start after the transport does
 					first := make(chan result)
 					go func() { first <- get(tr) }()

@@ -195,7 +195,7 @@ func TestChaosSoak(t *testing.T) {
 		bw.WithCallTimeout(callTimeout),
 		bw.WithAttemptTimeout(700*time.Millisecond),
 		bw.WithRateLimit(2000, 200),
-		bw.WithConcurrencyLimit(16, bw.WithBulkheadQueue(32, 200*time.Millisecond)),
+		bw.WithConcurrencyLimit(16, bw.WithMaxQueue(32), bw.WithMaxWait(200*time.Millisecond)),
 	)
 	if err != nil {
 		t.Fatal(err)

@@ -18,32 +18,35 @@ import (
 type stack struct {
 	router http.Handler
 	obs    *eventLog
-	crl    *bw.ClientRateLimit
-	rb     *bw.RouteBreaker
-	sh     *bw.Shedder
+	crl    func(http.Handler) http.Handler
+	rb     func(http.Handler) http.Handler
+	sh     func(http.Handler) http.Handler
 }
 
 func newStack(t *testing.T) *stack {
 	t.Helper()
 	s := &stack{obs: &eventLog{}}
-	observe := bw.WithInboundObserver(s.obs)
-	s.crl, _ = newClientRateLimit(t, 0.01, 3, bw.RemoteAddrKey, observe)
+	observe := bw.WithObserver(s.obs)
+	var rl *bw.RateLimiters
+	s.crl, rl = newClientRateLimit(t, 0.01, 3, bw.RemoteAddrKey, observe)
 	bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(2)), bw.WithOpenJitter(0))
 	s.rb = newRouteBreaker(t, bs, observe)
-	bh, err := bw.NewBulkhead(2)
+	bh, err := bw.NewBulkheads(2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.sh, err = bw.NewShedder(bh, observe); err != nil {
+	if s.sh, err = bw.Shedder(bh, observe); err != nil {
 		t.Fatal(err)
 	}
 	ht := newTimeout(t, time.Second, observe)
 
 	r := chi.NewRouter()
-	r.Use(s.crl.Middleware, s.rb.Middleware, s.sh.Middleware, ht.Middleware)
+	r.Use(s.crl, s.rb, s.sh, ht)
 	r.Get("/ok/{id}", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
 	r.Get("/slow", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
-	r.Get("/debug/breakwater", bw.SnapshotHandler(s.crl, s.rb, s.sh).ServeHTTP)
+	r.Get("/debug/breakwater", func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode([]bw.Snapshot{rl.Snapshot(), bs.Snapshot(), bh.Snapshot()})
+	})
 	s.router = r
 	return s
 }

@@ -38,13 +38,8 @@ const (
 	ReasonTrip            Reason = "trip"             // forced open with Trip
 	ReasonReset           Reason = "reset"            // forced closed with Reset
 	ReasonRecovery        Reason = "recovery_signal"  // RecordSuccess while open or half-open
-	ReasonCluster         Reason = "cluster"          // another replica tripped or reset the key (WithSharedTrips)
+	ReasonCluster         Reason = "cluster"          // another replica tripped or reset the key (WithClusterBus)
 )
-
-// Reasons returns every transition reason, for metric label sets.
-func Reasons() []Reason {
-	return []Reason{ReasonFailures, ReasonProbeFailed, ReasonOpenElapsed, ReasonProbesSucceeded, ReasonTrip, ReasonReset, ReasonRecovery, ReasonCluster}
-}
 
 // Transition describes one state change of one breaker. Listeners receive
 // transitions in the order they happened, after the breaker's lock is
@@ -65,10 +60,6 @@ type Transition struct {
 	At         time.Time
 	Generation uint64
 }
-
-// DefaultMaxBreakers is the number of keys a breaker registry holds by
-// default (see [WithBreakerLimits]).
-const DefaultMaxBreakers = 10_000
 
 // ReasonOutlier is the reason an endpoint is ejected for a failure rate
 // well above the other endpoints'. An endpoint ejected for failing

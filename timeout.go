@@ -7,12 +7,6 @@ import (
 	"time"
 )
 
-// Defaults of the timeout stages.
-const (
-	DefaultCallTimeout    = 30 * time.Second
-	DefaultAttemptTimeout = 10 * time.Second
-)
-
 // timeoutCause returns ErrAttemptTimeout or ErrCallTimeout when ctx ended
 // because of one of them, else nil.
 func timeoutCause(ctx context.Context) error {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"net/http"
 	"time"
@@ -85,255 +84,26 @@ func HostKey(req *http.Request) string {
 	return req.URL.Scheme + "://" + req.URL.Host
 }
 
-// An Option configures [NewTransport].
-type Option interface{ apply(*config) }
-
-type optionFunc func(*config)
-
-func (f optionFunc) apply(c *config) { f(c) }
-
-type config struct {
-	base               http.RoundTripper
-	callTimeout        time.Duration
-	attemptTimeout     time.Duration
-	maxAttempts        int
-	backoff            backoffFunc
-	backoffMax         func(n int, prev time.Duration) time.Duration // nil: estimate by drawing
-	retryIf            func(context.Context, *http.Response, error) (bool, error)
-	retryNonIdempotent bool
-	bufferBodies       int64
-	budget             bool
-	budgetRatio        float64
-	budgetFloor        float64
-	budgetWindow       time.Duration
-	meltPerAttempt     bool
-	maxRetryAfter      time.Duration
-	classifier         Classifier
-	key                KeyFunc
-	breakers           *Breakers
-	breakerOpts        []BreakerOption
-	slowCall           time.Duration
-	maxKeys            int
-	idleTTL            time.Duration
-	observers          []Observer
-	limits             limitsConfig // admission.go
-	hedging            *hedging     // hedge.go; nil: no hedging
-	failover           *failover    // failover.go; nil: one upstream
-	errs               []error
-}
-
-// WithBase sets the transport that makes the actual requests. nil (the
-// default) is a clone of [http.DefaultTransport]; the shared one is never
-// modified.
-func WithBase(rt http.RoundTripper) Option {
-	return optionFunc(func(c *config) { c.base = rt })
-}
-
-// WithCallTimeout bounds the whole call (all attempts, waits and the
-// response body). 0 disables it. Default: 30 s.
-func WithCallTimeout(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.callTimeout = d })
-}
-
-// WithAttemptTimeout bounds each attempt, response body included. 0
-// disables it. Default: 10 s.
-func WithAttemptTimeout(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.attemptTimeout = d })
-}
-
-// WithMaxAttempts sets the number of attempts per call, the first included;
-// 1 disables retries. It must be at most 1000. Default: 3.
-func WithMaxAttempts(n int) Option {
-	return optionFunc(func(c *config) { c.maxAttempts = n })
-}
-
-// WithBackoff sets the wait between attempts. Default:
-// ExponentialJitter(100ms, 5s). A server's Retry-After hint is honoured on
-// top: the wait is never shorter than the hint. A Backoff that panics when
-// NewTransport draws its plan is a construction error; one that panics
-// later means "do not retry".
-func WithBackoff(b Backoff) Option {
-	return optionFunc(func(c *config) {
-		if b == nil {
-			c.errs = append(c.errs, errors.New("breakwater: WithBackoff(nil)"))
-			return
-		}
-		c.setBackoff(b)
-	})
-}
-
-func (c *config) setBackoff(b Backoff) {
-	c.backoff = func(n int, prev time.Duration, _ *http.Response) time.Duration { return b.Delay(n, prev) }
-	c.backoffMax = b.Delay
-	if bb, ok := b.(BoundedBackoff); ok {
-		c.backoffMax = bb.MaxDelay
-	} else if _, random := b.(BackoffFunc); random {
-		c.backoffMax = nil // a function may be random: estimate
-	}
-}
-
-// WithRetryablehttpBackoff uses a go-retryablehttp Backoff function (for
-// example retryablehttp.DefaultBackoff or LinearJitterBackoff) with its min
-// and max, so a retryablehttp.Client's policy moves over unchanged. It is
-// called with the 0-based attempt number and the response about to be
-// retried, as retryablehttp does.
-func WithRetryablehttpBackoff(fn func(min, max time.Duration, attemptNum int, resp *http.Response) time.Duration, min, max time.Duration) Option {
-	return optionFunc(func(c *config) {
-		if fn == nil {
-			c.errs = append(c.errs, errors.New("breakwater: WithRetryablehttpBackoff(nil)"))
-			return
-		}
-		c.backoff = func(n int, _ time.Duration, resp *http.Response) time.Duration { return fn(min, max, n-1, resp) }
-		c.backoffMax = nil
-	})
-}
-
-// WithRetryIf replaces the category-based decision of whether an attempt's
-// result is worth retrying. Its signature is go-retryablehttp's CheckRetry,
-// so retryablehttp.DefaultRetryPolicy and ErrorPropagatedRetryPolicy plug in
-// as they are. Returning a non-nil error ends the call with that error.
-// breakwater's safety rules still apply on top: our own rejections and the
-// caller's cancellation are never retried, non-idempotent requests only
-// when provably not sent, bodies only when replayable, and never past the
-// deadline or the retry budget. A panicking fn means "do not retry".
-func WithRetryIf(fn func(ctx context.Context, resp *http.Response, err error) (bool, error)) Option {
-	return optionFunc(func(c *config) { c.retryIf = fn })
-}
-
-// WithRetryNonIdempotent allows retrying requests whose method is not
-// idempotent (POST, PATCH, …) and that carry no Idempotency-Key. Only do
-// this when the upstream deduplicates them some other way.
-func WithRetryNonIdempotent(on bool) Option {
-	return optionFunc(func(c *config) { c.retryNonIdempotent = on })
-}
-
-// WithBodyBuffering lets requests whose body has no GetBody be retried by
-// buffering bodies of up to max bytes in memory. A longer body is sent once,
-// unbuffered and unchanged. The body is read when RoundTrip starts, before
-// any timeout applies, so a body source that stalls holds the call: buffer
-// only bodies that are already in memory or on disk. Default: 0, no
-// buffering (such requests are sent once).
-func WithBodyBuffering(max int64) Option {
-	return optionFunc(func(c *config) { c.bufferBodies = max })
-}
-
-// WithRetryBudget limits retries per key to ratio × calls plus floor retries
-// per second, over a sliding window, so that an outage cannot multiply the
-// load on an upstream. Defaults: 0.2, 3 per second, 10 s.
-func WithRetryBudget(ratio, floor float64, window time.Duration) Option {
-	return optionFunc(func(c *config) {
-		c.budget, c.budgetRatio, c.budgetFloor, c.budgetWindow = true, ratio, floor, window
-	})
-}
-
-// WithoutRetryBudget removes the retry budget.
-func WithoutRetryBudget() Option {
-	return optionFunc(func(c *config) { c.budget = false })
-}
-
-// WithMeltPerAttempt makes the breaker count every failing attempt. By
-// default it counts once per call whose retrying gave up on a failure, so
-// the number of failing calls that opens it does not depend on the number of
-// attempts per call.
-func WithMeltPerAttempt() Option {
-	return optionFunc(func(c *config) { c.meltPerAttempt = true })
-}
-
-// WithMaxRetryAfter sets the longest server hint the retry stage waits for;
-// a response asking for more is returned at once. It also caps pauses.
-// Default: [DefaultMaxRetryAfter]. It configures the default classifier; a
-// classifier set with [WithClassifier] decides for itself.
-func WithMaxRetryAfter(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.maxRetryAfter = d })
-}
-
-// WithClassifier replaces the default classification ([Classify]). A
-// classifier that panics is treated as the default for that attempt.
-func WithClassifier(cl Classifier) Option {
-	return optionFunc(func(c *config) { c.classifier = cl })
-}
-
-// WithKeyFunc sets how requests are grouped into upstreams. A KeyFunc that
-// panics fails the call with an error (the request body closed). Default:
-// [HostKey].
-func WithKeyFunc(fn KeyFunc) Option {
-	return optionFunc(func(c *config) { c.key = fn })
-}
-
-// WithBreaker configures the circuit breakers. See [BreakerOption]; use
-// WithBreaker(WithBreakerMode(ModeDisabled)) to run without one. A Window
-// policy left to size its window automatically is sized from the retry
-// plan.
-func WithBreaker(opts ...BreakerOption) Option {
-	return optionFunc(func(c *config) { c.breakerOpts = append(c.breakerOpts, opts...) })
-}
-
-// WithBreakers shares an existing registry (for example between a Transport
-// and a health checker). Options given with [WithBreaker] are then ignored,
-// and the transport's observers do not receive the registry's transitions:
-// give the registry its own with [WithBreakerObserver].
-func WithBreakers(bs *Breakers) Option {
-	return optionFunc(func(c *config) { c.breakers = bs })
-}
-
-// WithSlowCallThreshold classifies a successful attempt slower than d as
-// [Slow], which breakers count as a failure (the response is still returned
-// and not retried). Default: 0, off.
-func WithSlowCallThreshold(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.slowCall = d })
-}
-
-// WithKeyLimits bounds the per-key state other than breakers (retry
-// budgets, limiters, gates, bulkheads): at most maxKeys keys of each, idle
-// ones evicted after idleTTL, room made at once for a new key (see
-// [WithRateLimitKeys], [WithPauseKeys], [WithBulkheadKeys]). Defaults:
-// 10 000 and 10 minutes.
-func WithKeyLimits(maxKeys int, idleTTL time.Duration) Option {
-	return optionFunc(func(c *config) { c.maxKeys, c.idleTTL = maxKeys, idleTTL })
-}
-
-// WithObserver adds an observer of the transport's events (calls,
-// attempts, retries, rejections, waits and its breakers' transitions). With
-// none, observation costs nothing.
-func WithObserver(o Observer) Option {
-	return optionFunc(func(c *config) { c.observers = append(c.observers, o) })
-}
-
-// WithLogger logs through l: breaker transitions at Warn, rejections at Info
-// (rate-limited per key), retries at Debug. See [LogObserver]. Silent by
-// default.
-func WithLogger(l *slog.Logger) Option {
-	return WithObserver(LogObserver(l, 0))
-}
-
-// NewTransport builds a Transport over the default chain, or returns an
-// error describing every invalid option.
+// NewTransport builds a Transport over the default chain, configured by
+// opts, or returns an error describing every invalid option at once (see
+// [Option]).
 func NewTransport(opts ...Option) (*Transport, error) {
-	cfg := config{
-		callTimeout:    DefaultCallTimeout,
-		attemptTimeout: DefaultAttemptTimeout,
-		maxAttempts:    DefaultMaxAttempts,
-		budget:         true,
-		budgetRatio:    DefaultRetryBudgetRatio,
-		budgetFloor:    DefaultRetryBudgetFloor,
-		budgetWindow:   DefaultRetryBudgetWindow,
-		maxKeys:        DefaultMaxBreakers,
-		idleTTL:        DefaultBreakerIdleTTL,
-		limits:         limitsConfig{pacing: true},
-	}
-	cfg.setBackoff(ExponentialJitter(DefaultBackoffBase, DefaultBackoffMax))
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&cfg)
-		}
-	}
-	cfgErr := cfg.validate()
+	cfg := newConfig()
+	s := settings{to: "NewTransport", transport: &cfg, breaker: &cfg.breaker, pause: &cfg.pause}
+	s.applyOptions(opts)
+	return newTransport(cfg, s.errs)
+}
+
+// newTransport builds a Transport of cfg, whose options reported errs.
+func newTransport(cfg config, errs []error) (*Transport, error) {
+	cfgErr := cfg.validate(errs)
 	t := &Transport{cfg: cfg, base: cfg.base, start: time.Now()}
 	if t.base == nil {
 		t.base = http.DefaultTransport.(*http.Transport).Clone()
 	}
 	if cfg.classifier == nil {
-		t.cfg.classifier = NewClassifier(cfg.maxRetryAfter)
+		maxHint := orDefault(cfg.maxRetryAfter, defaultMaxRetryAfter)
+		t.cfg.classifier = func(resp *http.Response, err error) Outcome { return classify(resp, err, maxHint) }
 	}
 	if cfg.key == nil {
 		t.cfg.key = HostKey
@@ -343,22 +113,25 @@ func NewTransport(opts ...Option) (*Transport, error) {
 	var bErr, lErr error
 	t.breakers = cfg.breakers
 	if t.breakers == nil {
-		bopts := []BreakerOption{WithProbeTimeout(orDefault(cfg.attemptTimeout, DefaultProbeTimeout))}
-		bopts = append(bopts, cfg.breakerOpts...)
+		bc := cfg.ownBreakerConfig()
 		if cfgErr != nil {
-			_, bErr = NewBreakers(bopts...) // sizing needs a valid retry plan
+			bErr = bc.validate() // sizing needs a valid retry plan
 		} else {
-			t.breakers, bErr = newSizedBreakers(cfg, bopts)
+			t.breakers, bErr = newSizedBreakers(cfg, bc)
 		}
 	}
-	t.limits, lErr = cfg.limits.build(cfg.maxKeys, cfg.idleTTL, cfg.maxRetryAfter)
+	t.limits, lErr = cfg.buildLimits()
 	if err := errors.Join(cfgErr, bErr, lErr); err != nil {
 		return nil, err
 	}
+	if cfg.insights {
+		cfg.observers = append(cfg.observers, newInsights())
+		t.cfg.observers = cfg.observers
+	}
 	// The transport's observers see its own breakers' transitions; a shared
-	// registry reports to the observers given with WithBreakerObserver, so
-	// that sharing it never counts a transition twice.
-	if t.obs = Observers(cfg.observers...); t.obs != nil && cfg.breakers == nil {
+	// registry reports to the observers it was given, so that sharing it
+	// never counts a transition twice.
+	if t.obs = observers(cfg.observers...); t.obs != nil && cfg.breakers == nil {
 		t.breakers.addListener(transitionReporter(t.obs))
 	}
 	t.limits.obs = t.obs
@@ -375,6 +148,24 @@ func NewTransport(opts ...Option) (*Transport, error) {
 	return t, nil
 }
 
+// ownBreakerConfig is the configuration of the Transport's own breakers:
+// its breaker options over the defaults, with its key bounds, a probe
+// lease as long as an attempt and its cluster bus.
+func (c *config) ownBreakerConfig() breakerConfig {
+	bc := c.breaker
+	bc.maxKeys, bc.idleTTL = c.maxKeys, c.idleTTL
+	if !bc.probeSet {
+		bc.probeTimeout = orDefault(c.attemptTimeout, defaultProbeTimeout)
+	}
+	if c.noBreaker || c.stage {
+		bc.mode = modeDisabled
+	}
+	if c.bus != nil {
+		bc.bus = c.bus
+	}
+	return bc
+}
+
 // orDefault returns d, or def when d <= 0.
 func orDefault(d, def time.Duration) time.Duration {
 	if d > 0 {
@@ -383,8 +174,16 @@ func orDefault(d, def time.Duration) time.Duration {
 	return def
 }
 
-func (c *config) validate() error {
-	errs := c.errs
+// validate checks the configuration, adding to errs, the errors its
+// options reported.
+func (c *config) validate(errs []error) error {
+	errs = append(errs,
+		contradiction("breaker", c.breakerSet, nonEmpty(c.breakers != nil, "WithBreakers"), nonEmpty(c.noBreaker, "WithoutBreaker")),
+		contradiction("pause gate", c.pauseSet, nonEmpty(c.gates != nil, "WithPauseGates"), nonEmpty(c.noPause, "WithoutPauseGate")),
+		contradiction("retry budget", nonEmptyList(c.budgetSet, "WithRetryBudget"), "", nonEmpty(!c.budget, "WithoutRetryBudget")),
+		contradiction("rate limit", nonEmptyList(c.limits.rateSet, "WithRateLimit"), nonEmpty(c.limits.rate != nil, "WithRateLimiters"), ""),
+		contradiction("concurrency limit", nonEmptyList(c.limits.bulkSet, "WithConcurrencyLimit"), nonEmpty(c.limits.bulk != nil, "WithBulkheads"), ""),
+	)
 	if c.hedging != nil && c.maxAttempts < 2 {
 		errs = append(errs, fmt.Errorf("breakwater: hedging needs at least 2 attempts per call (hedges are attempts), got %d", c.maxAttempts))
 	}
@@ -413,6 +212,22 @@ func (c *config) validate() error {
 		errs = append(errs, fmt.Errorf("breakwater: key limits need maxKeys in [1, %d] and idleTTL > 0, got %d and %s", keyed.MaxKeys, c.maxKeys, c.idleTTL))
 	}
 	return errors.Join(errs...)
+}
+
+// nonEmpty returns name when set, else "".
+func nonEmpty(set bool, name string) string {
+	if set {
+		return name
+	}
+	return ""
+}
+
+// nonEmptyList returns name as a list when set, else nil.
+func nonEmptyList(set bool, name string) []string {
+	if set {
+		return []string{name}
+	}
+	return nil
 }
 
 // maxAttemptsLimit is the most attempts per call [WithMaxAttempts] and
@@ -454,16 +269,11 @@ func (t *Transport) CloseIdleConnections() {
 // Breakers returns the transport's breaker registry, for control and reads.
 func (t *Transport) Breakers() *Breakers { return t.breakers }
 
-// RateLimiters returns the transport's token buckets (nil without a rate
-// limit), PauseGates its pause gates (nil without the gate) and Bulkheads
-// its concurrency limits (nil without one), for control and reads.
-func (t *Transport) RateLimiters() *RateLimiters { return t.limits.rate }
-
-// PauseGates: see [Transport.RateLimiters].
+// PauseGates returns the transport's pause gates, for control (Pause,
+// Resume) and reads; nil without a pause gate. A transport's rate and
+// concurrency limits are controlled through registries shared with
+// [WithRateLimiters] and [WithBulkheads].
 func (t *Transport) PauseGates() *PauseGates { return t.limits.gates }
-
-// Bulkheads: see [Transport.RateLimiters].
-func (t *Transport) Bulkheads() *Bulkheads { return t.limits.bulk }
 
 func (t *Transport) now() int64 { return int64(time.Since(t.start)) }
 
@@ -656,30 +466,24 @@ func (t *Transport) end(c *call, o Outcome, err error) {
 	}
 }
 
-// newSizedBreakers builds the transport's breakers, sizing an automatic
-// Window from the retry plan: twice the time tolerate failing calls take,
-// at least DefaultWindowWithin. An explicit window too narrow to hold the
+// newSizedBreakers builds the transport's breakers of bc, sizing an
+// automatic Window from the retry plan: twice the time tolerate failing
+// calls take, at least 10 s. An explicit window too narrow to hold the
 // failures of two consecutive calls of one caller is an error: such a
 // breaker could only ever open under concurrent traffic.
-func newSizedBreakers(c config, opts []BreakerOption) (*Breakers, error) {
-	bs, err := NewBreakers(opts...)
-	if err != nil {
+func newSizedBreakers(c config, bc breakerConfig) (*Breakers, error) {
+	if err := bc.validate(); err != nil {
 		return nil, err
 	}
-	p := &bs.cfg.policy
-	if p.kind != policyWindow || bs.cfg.mode == ModeDisabled {
-		return bs, nil
+	p := &bc.policy
+	if p.kind == policyWindow && bc.mode != modeDisabled {
+		plan := c.worstPlan()
+		switch {
+		case p.within == 0:
+			p.within = max(defaultWindowWithin, mulSat(plan, 2*int64(max(1, p.tolerate))))
+		case !c.chargePerAttempt && p.tolerate > 0 && p.within <= plan:
+			return nil, fmt.Errorf("breakwater: breaker window %s is narrower than one failing call's retry waits (up to %s): one caller's failing calls could never open it; widen it or leave it automatic (Window(%d, 0))", p.within, plan, p.tolerate)
+		}
 	}
-	plan := c.worstPlan()
-	if bs.cfg.autoWithin {
-		p.within = max(DefaultWindowWithin, mulSat(plan, 2*int64(max(1, p.tolerate))))
-		return bs, nil
-	}
-	if c.meltPerAttempt || p.tolerate == 0 {
-		return bs, nil
-	}
-	if p.within <= plan {
-		return nil, fmt.Errorf("breakwater: breaker window %s is narrower than one failing call's retry waits (up to %s): one caller's failing calls could never open it; widen it or leave it automatic (Window(%d, 0))", p.within, plan, p.tolerate)
-	}
-	return bs, nil
+	return newBreakers(bc), nil
 }

@@ -27,7 +27,7 @@ func BenchmarkTransport(b *testing.B) {
 	}{
 		{"default", nil},
 		{"no_timeouts", []bw.Option{bw.WithCallTimeout(0), bw.WithAttemptTimeout(0)}},
-		{"retry_only", []bw.Option{bw.WithCallTimeout(0), bw.WithAttemptTimeout(0), bw.WithBreaker(bw.WithBreakerMode(bw.ModeDisabled))}},
+		{"retry_only", []bw.Option{bw.WithCallTimeout(0), bw.WithAttemptTimeout(0), bw.WithoutBreaker()}},
 		// A hedge could follow every call, none is needed: the cost of
 		// racing the attempt against the hedge delay.
 		{"hedging", []bw.Option{bw.WithHedging(bw.Hedging{Delay: time.Second, Budget: 1})}},

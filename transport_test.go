@@ -51,7 +51,7 @@ func TestMeltsOncePerExhaustedCall(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 500})
 			tr := newTransport(t, u.Transport(), bw.WithMaxAttempts(attempts), bw.WithoutRetryBudget(),
-				bw.WithBreaker(bw.WithPolicy(bw.Window(10, 0))))
+				bw.WithPolicy(bw.Window(10, 0)))
 			for i := 1; i <= 11; i++ {
 				before := u.Count()
 				r := get(tr)
@@ -65,7 +65,7 @@ func TestMeltsOncePerExhaustedCall(t *testing.T) {
 				if i == 11 {
 					want = bw.StateOpen
 				}
-				if s := tr.Breakers().State(upstreamKey); s != want {
+				if s := tr.Breakers().Get(upstreamKey).State(); s != want {
 					t.Fatalf("after call %d the breaker is %s, want %s", i, s, want)
 				}
 			}
@@ -83,14 +83,14 @@ func TestMeltsOncePerExhaustedCall(t *testing.T) {
 func TestMeltPerAttemptOpensDuringThirdCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 500})
-		tr := newTransport(t, u.Transport(), bw.WithMaxAttempts(5), bw.WithoutRetryBudget(), bw.WithMeltPerAttempt(),
-			bw.WithBreaker(bw.WithPolicy(bw.Window(10, 0))))
+		tr := newTransport(t, u.Transport(), bw.WithMaxAttempts(5), bw.WithoutRetryBudget(), bw.WithChargePerAttempt(true),
+			bw.WithPolicy(bw.Window(10, 0)))
 		for i := 1; i <= 2; i++ {
 			if r := get(tr); r.status != 500 {
 				t.Fatalf("call %d: %+v", i, r)
 			}
 		}
-		if s := tr.Breakers().State(upstreamKey); s != bw.StateClosed {
+		if s := tr.Breakers().Get(upstreamKey).State(); s != bw.StateClosed {
 			t.Fatalf("open after 10 failing attempts, tolerate 10")
 		}
 		r := get(tr)
@@ -111,7 +111,7 @@ func TestRecoveredCallChargesNothing(t *testing.T) {
 		if r := get(tr); r.status != 200 {
 			t.Fatalf("%+v", r)
 		}
-		if s, _ := tr.Breakers().Snapshot(upstreamKey); s.Failures != 0 {
+		if s, _ := breakerOf(tr.Breakers(), upstreamKey); s.Failures != 0 {
 			t.Fatalf("a recovered call charged the breaker: %+v", s)
 		}
 		if u.Count() != 3 {
@@ -134,12 +134,12 @@ func TestAttemptTimeout(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Hang: true})
 			tr := newTransport(t, u.Transport(), bw.WithAttemptTimeout(2*time.Second), bw.WithMaxAttempts(1),
-				bw.WithBreaker(bw.WithPolicy(bw.Consecutive(2))))
+				bw.WithPolicy(bw.Consecutive(2)))
 			r := get(tr)
 			if !errors.Is(r.err, bw.ErrAttemptTimeout) {
 				t.Fatalf("%v, want ErrAttemptTimeout", r.err)
 			}
-			if s, _ := tr.Breakers().Snapshot(upstreamKey); s.Failures != 1 || s.LastFailure != "timeout" {
+			if s, _ := breakerOf(tr.Breakers(), upstreamKey); s.Failures != 1 || s.LastFailure != "timeout" {
 				t.Fatalf("snapshot %+v, want one timeout", s)
 			}
 		})
@@ -233,8 +233,8 @@ func TestTransportOptionErrors(t *testing.T) {
 		"negative timeout": {bw.WithCallTimeout(-1)},
 		"nil backoff":      {bw.WithBackoff(nil)},
 		"bad budget":       {bw.WithRetryBudget(-1, 0, time.Second)},
-		"bad breaker":      {bw.WithBreaker(bw.WithPolicy(bw.Consecutive(0)))},
-		"narrow window":    {bw.WithMaxAttempts(5), bw.WithBackoff(bw.Constant(time.Second)), bw.WithBreaker(bw.WithPolicy(bw.Window(3, 2*time.Second)))},
+		"bad breaker":      {bw.WithPolicy(bw.Consecutive(0))},
+		"narrow window":    {bw.WithMaxAttempts(5), bw.WithBackoff(bw.Constant(time.Second)), bw.WithPolicy(bw.Window(3, 2*time.Second))},
 	} {
 		if _, err := bw.NewTransport(opts...); err == nil {
 			t.Errorf("%s: no error", name)

@@ -56,7 +56,7 @@ func TestUpgradeKeepsTheConnection(t *testing.T) {
 	if err != nil || got != "ping\n" {
 		t.Fatalf("echo %q, %v", got, err)
 	}
-	if n := tr.Bulkheads().InFlight(bw.HostKey(req)); n != 0 {
+	if n := slotsHeld(tr, bw.HostKey(req)); n != 0 {
 		t.Fatalf("the upgraded connection holds a concurrency slot (%d in flight)", n)
 	}
 }
@@ -90,7 +90,7 @@ func TestUnsolicitedSwitchingProtocols(t *testing.T) {
 				if d := time.Since(start); d > 0 {
 					t.Errorf("the call took %s; a 101 nobody asked for ends it at once", d)
 				}
-				if n := tr.Bulkheads().InFlight("http://upstream.test"); n != 0 {
+				if n := slotsHeld(tr, "http://upstream.test"); n != 0 {
 					t.Errorf("%d concurrency slots held after the call", n)
 				}
 			})

@@ -31,8 +31,7 @@ func TestWindowCountsAfterQuietTimes(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				p.Record(ok) // the probe closes it
-				p.Release()
+				p.Done(ok) // the probe closes it
 			}
 		}
 	})

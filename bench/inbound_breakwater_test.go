@@ -18,11 +18,10 @@ func init() {
 		if err != nil {
 			b.Fatal(err)
 		}
-		crl, err := bw.NewClientRateLimit(rl, bw.RemoteAddrKey)
+		crl, err := bw.ClientRateLimit(rl, bw.RemoteAddrKey)
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() { _ = crl.Close() })
-		return serve(router(crl.Middleware))
+		return serve(router(crl))
 	}})
 }

@@ -33,7 +33,7 @@ func BenchmarkRetry(b *testing.B) {
 	compare(b, []lib{
 		{"breakwater", func(b *testing.B) func() func() error {
 			rt, err := bw.NewTransport(bw.WithBase(base), bw.WithCallTimeout(0), bw.WithAttemptTimeout(0),
-				bw.WithBreaker(bw.WithBreakerMode(bw.ModeDisabled)))
+				bw.WithoutBreaker())
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -52,12 +52,12 @@ func BenchmarkSharedAdmission(b *testing.B) {
 				}
 				store.Close()
 			})
-			rl, err := bw.NewRateLimiters(1e9, 1_000_000, bw.WithSharedLimiter(store.Limiter("bench")), bw.WithRateLimitWait(0))
+			rl, err := bw.NewRateLimiters(1e9, 1_000_000, bw.WithSharedLimiter(store.Limiter("bench")), bw.WithMaxWait(0))
 			if err != nil {
 				b.Fatal(err)
 			}
 			return func(ctx context.Context, key string) error {
-				if !rl.Allow(key) {
+				if rl.Take(key).Limited {
 					return fmt.Errorf("refused %s", key)
 				}
 				return nil

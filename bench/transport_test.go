@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	bw "github.com/breakwater-go/breakwater"
 	"github.com/breakwater-go/breakwater/bench/internal/stacks"
@@ -49,10 +50,10 @@ func outboundLibs(newBase func() http.RoundTripper, url string) []lib {
 		})},
 		{"failsafehttp-timeouts", stack(func(base http.RoundTripper) (http.RoundTripper, error) {
 			return failsafehttp.NewRoundTripper(base,
-				timeout.New[*http.Response](bw.DefaultCallTimeout),
+				timeout.New[*http.Response](30*time.Second), // breakwater's call timeout
 				stacks.FailsafeRetry(stacks.Options{}),
 				stacks.FailsafeBreaker(),
-				timeout.New[*http.Response](bw.DefaultAttemptTimeout),
+				timeout.New[*http.Response](10*time.Second), // and attempt timeout
 			), nil
 		})},
 		{"go-retryablehttp", stack(func(base http.RoundTripper) (http.RoundTripper, error) {

@@ -13,14 +13,6 @@ import (
 	"github.com/breakwater-go/breakwater/status"
 )
 
-// registry is a source of 10,000 bare breakers.
-type registry struct{ bs *bw.Breakers }
-
-func (r registry) Snapshot() bw.Snapshot {
-	return bw.Snapshot{At: time.Now(), Breakers: r.bs.Snapshots()}
-}
-func (r registry) Breakers() *bw.Breakers { return r.bs }
-
 // With 10,000 keys the page draws one page of rows, the open breaker
 // first, pages forward, and filters, without a console error.
 func TestStatusPagePagesAndFilters(t *testing.T) {
@@ -32,8 +24,8 @@ func TestStatusPagePagesAndFilters(t *testing.T) {
 	for i := range 10_000 {
 		bs.Get(fmt.Sprintf("host-%05d.example:443", i))
 	}
-	bs.Trip("host-07777.example:443", time.Minute)
-	page, err := status.New(status.Source("many", registry{bs}), status.WithRefresh(refresh))
+	bs.Get("host-07777.example:443").Trip(time.Minute)
+	page, err := status.New(status.Source("many", bs), status.WithRefresh(refresh))
 	if err != nil {
 		t.Fatal(err)
 	}

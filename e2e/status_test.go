@@ -55,9 +55,9 @@ func startOutage(t *testing.T) *outage {
 		bw.WithBase(o.upstream.Client().Transport),
 		bw.WithMaxAttempts(2),
 		bw.WithBackoff(bw.Constant(20*time.Millisecond)),
-		bw.WithBreaker(bw.WithPolicy(bw.Consecutive(5)), bw.WithOpenTimeout(time.Minute, time.Minute)),
+		bw.WithPolicy(bw.Consecutive(5)), bw.WithOpenTimeout(time.Minute, time.Minute),
 		bw.WithObserver(o.rec),
-		bw.WithObserver(bw.NewInsights()),
+		bw.WithInsights(true),
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -103,9 +103,9 @@ func (o *outage) halt() {
 func (o *outage) waitState(t *testing.T, s bw.State, timeout time.Duration) time.Time {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
-	for o.tr.Breakers().State(o.key) != s {
+	for o.tr.Breakers().Get(o.key).State() != s {
 		if time.Now().After(deadline) {
-			t.Fatalf("breaker %s, not %s, after %s", o.tr.Breakers().State(o.key), s, timeout)
+			t.Fatalf("breaker %s, not %s, after %s", o.tr.Breakers().Get(o.key).State(), s, timeout)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

@@ -77,10 +77,10 @@ func (o *options) validate() error {
 }
 
 // Observer turns breakwater events into OpenTelemetry metrics and span
-// events. It is a [breakwater.Observer]: pass it to
-// [breakwater.WithObserver], to [breakwater.WithInboundObserver] or to a
-// breaker registry's observer option. The metrics and span events are
-// listed in the package documentation.
+// events. It is a [breakwater.Observer]: pass it with
+// [breakwater.WithObserver] to a Transport, a middleware or a breaker
+// registry. The metrics and span events are listed in the package
+// documentation.
 //
 // An Observer is safe for concurrent use. Observing an event of a key or
 // route it already knows costs one map lookup and one measurement per

@@ -143,7 +143,7 @@ func TestMetricsAfterOutage(t *testing.T) {
 		s := newSDK(t)
 		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 503})
 		tr := newTransport(t, u.Transport(), bw.WithObserver(s.obs), bw.WithoutRetryBudget(),
-			bw.WithBreaker(bw.WithPolicy(bw.Consecutive(2)), bw.WithHalfOpen(1, 1), bw.WithOpenJitter(0)))
+			bw.WithPolicy(bw.Consecutive(2)), bw.WithHalfOpen(1, 1), bw.WithOpenJitter(0))
 		ctx := context.Background()
 		const key = `breakwater.key="http://upstream.test"`
 		gauges := func(step string, state string, open float64) {
@@ -356,17 +356,17 @@ func TestKeyValueMapsKeys(t *testing.T) {
 // handler timeout, and a shedder that turns one away.
 func TestInboundRequests(t *testing.T) {
 	s := newSDK(t)
-	bh, err := bw.NewBulkhead(1)
+	bh, err := bw.NewBulkheads(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	shed, err := bw.NewShedder(bh, bw.WithInboundObserver(s.obs))
+	shed, err := bw.Shedder(bh, bw.WithObserver(s.obs))
 	if err != nil {
 		t.Fatal(err)
 	}
 	release := make(chan struct{})
 	entered := make(chan struct{})
-	h := shed.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := shed(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			close(entered)
 			<-release

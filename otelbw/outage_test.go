@@ -49,7 +49,7 @@ func TestOutageMatchesPrometheus(t *testing.T) {
 		s := newSDK(t)
 		tr := newTransport(t, u.Transport(), bw.WithObserver(pc), bw.WithObserver(s.obs),
 			bw.WithRateLimit(12, 2), bw.WithRetryBudget(0.2, 0.2, 10*time.Second),
-			bw.WithBreaker(bw.WithPolicy(bw.Consecutive(30)), bw.WithHalfOpen(1, 1)))
+			bw.WithPolicy(bw.Consecutive(30)), bw.WithHalfOpen(1, 1))
 
 		var wg sync.WaitGroup
 		for i := range 6 {

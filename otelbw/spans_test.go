@@ -148,7 +148,7 @@ func TestBreakerAndPauseEvents(t *testing.T) {
 		s := newSDK(t)
 		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 429, Header: http.Header{"Retry-After": {"2"}}})
 		tr := newTransport(t, u.Transport(), bw.WithObserver(s.obs), bw.WithMaxAttempts(1),
-			bw.WithBreaker(bw.WithPolicy(bw.Consecutive(1)), bw.WithOpenJitter(0)))
+			bw.WithPolicy(bw.Consecutive(1)), bw.WithOpenJitter(0))
 		run := func(name string, timeout time.Duration) (int, error) {
 			ctx, span := s.tracer.Start(context.Background(), name)
 			defer span.End()
@@ -212,16 +212,16 @@ func TestBreakerAndPauseEvents(t *testing.T) {
 // handler starts).
 func TestInboundRejectionOnTheServerSpan(t *testing.T) {
 	s := newSDK(t)
-	bh, err := bw.NewBulkhead(1)
+	bh, err := bw.NewBulkheads(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	shed, err := bw.NewShedder(bh, bw.WithInboundObserver(s.obs))
+	shed, err := bw.Shedder(bh, bw.WithObserver(s.obs))
 	if err != nil {
 		t.Fatal(err)
 	}
 	release, entered := make(chan struct{}), make(chan struct{})
-	h := shed.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+	h := shed(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		close(entered)
 		<-release
 	}))

@@ -86,7 +86,7 @@ func TestClaimSharedPause(t *testing.T) {
 			t.Fatal(err)
 		}
 		buses[i] = &pauseRecorder{ClusterBus: bus}
-		tr, err := bw.NewTransport(bw.WithPauseGate(bw.WithSharedPauses(buses[i])), bw.WithMaxAttempts(1))
+		tr, err := bw.NewTransport(bw.WithClusterBus(buses[i]), bw.WithMaxAttempts(1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -237,16 +237,16 @@ type trippedAt struct {
 	at map[string]time.Time
 }
 
-func (r *trippedAt) listener(name string) bw.BreakerOption {
-	return bw.OnTransition(func(tr bw.Transition) {
-		if tr.To == bw.StateOpen && tr.Reason == bw.ReasonCluster {
+func (r *trippedAt) listener(name string) bw.Option {
+	return bw.WithObserver(bw.ObserverFunc(func(_ context.Context, e bw.Event) {
+		if tr := e.Transition; tr != nil && tr.To == bw.StateOpen && tr.Reason == bw.ReasonCluster {
 			r.mu.Lock()
 			if _, ok := r.at[name]; !ok {
 				r.at[name] = time.Now()
 			}
 			r.mu.Unlock()
 		}
-	})
+	}))
 }
 
 func (r *trippedAt) get(name string) (time.Time, bool) {
@@ -281,7 +281,7 @@ func TestClaimTripPropagation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		bs, err := bw.NewBreakers(bw.WithPolicy(bw.Consecutive(3)), bw.WithOpenTimeout(3*time.Second, time.Minute), bw.WithSharedTrips(bus), rec.listener(fmt.Sprint(i)))
+		bs, err := bw.NewBreakers(bw.WithPolicy(bw.Consecutive(3)), bw.WithOpenTimeout(3*time.Second, time.Minute), bw.WithClusterBus(bus), rec.listener(fmt.Sprint(i)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -290,9 +290,9 @@ func TestClaimTripPropagation(t *testing.T) {
 	waitSubscribers(t, srv.Addr, "breakwater:bus:trips", 3)
 	start := time.Now()
 	for range 3 {
-		regs[0].Melt("payments", bw.ServerError)
+		regs[0].Get("payments").RecordFailure(bw.ServerError)
 	}
-	if regs[0].State("payments") != bw.StateOpen {
+	if regs[0].Get("payments").State() != bw.StateOpen {
 		t.Fatal("replica 0 did not open")
 	}
 	for i := 1; i < 3; i++ {
@@ -305,22 +305,22 @@ func TestClaimTripPropagation(t *testing.T) {
 		if lag > 100*time.Millisecond {
 			t.Errorf("replica %d opened %v after replica 0, want within 100ms", i, lag)
 		}
-		if _, err := regs[i].Allow("payments"); !errors.Is(err, bw.ErrCircuitOpen) {
+		if _, err := regs[i].Get("payments").Allow(); !errors.Is(err, bw.ErrCircuitOpen) {
 			t.Errorf("replica %d admits: %v", i, err)
 		}
 	}
 	// A replica that starts now catches up by reading the shared state.
 	store := newStore(t, newRedisClient(t, srv.Addr), redisstore.WithBudget(claimBudget))
 	bus, _ := store.Bus("trips", redisstore.WithReconcile(100*time.Millisecond))
-	late, _ := bw.NewBreakers(bw.WithSharedTrips(bus))
-	if !waitFor(t, time.Second, func() bool { return late.State("payments") == bw.StateOpen }) {
+	late, _ := bw.NewBreakers(bw.WithClusterBus(bus))
+	if !waitFor(t, time.Second, func() bool { return late.Get("payments").State() == bw.StateOpen }) {
 		t.Fatal("a late replica never learned the trip")
 	}
 	// A reset on any replica closes the key everywhere.
-	regs[2].Reset("payments")
+	regs[2].Get("payments").Reset()
 	for i, bs := range append(regs[:2], late) {
-		if !waitFor(t, time.Second, func() bool { return bs.State("payments") == bw.StateClosed }) {
-			t.Fatalf("registry %d still %v after a reset elsewhere", i, bs.State("payments"))
+		if !waitFor(t, time.Second, func() bool { return bs.Get("payments").State() == bw.StateClosed }) {
+			t.Fatalf("registry %d still %v after a reset elsewhere", i, bs.Get("payments").State())
 		}
 	}
 }
@@ -333,17 +333,17 @@ func TestClaimQuorum(t *testing.T) {
 	for range 3 {
 		store := newStore(t, newRedisClient(t, srv.Addr), redisstore.WithBudget(claimBudget))
 		bus, _ := store.Bus("trips", redisstore.WithQuorum(2), redisstore.WithReconcile(100*time.Millisecond))
-		bs, _ := bw.NewBreakers(bw.WithPolicy(bw.Consecutive(1)), bw.WithSharedTrips(bus))
+		bs, _ := bw.NewBreakers(bw.WithPolicy(bw.Consecutive(1)), bw.WithClusterBus(bus))
 		regs = append(regs, bs)
 	}
 	waitSubscribers(t, srv.Addr, "breakwater:bus:trips", 3)
-	regs[0].Melt("search", bw.ServerError)
+	regs[0].Get("search").RecordFailure(bw.ServerError)
 	time.Sleep(300 * time.Millisecond) // three reconcile rounds
-	if s1, s2 := regs[1].State("search"), regs[2].State("search"); s1 != bw.StateClosed || s2 != bw.StateClosed {
+	if s1, s2 := regs[1].Get("search").State(), regs[2].Get("search").State(); s1 != bw.StateClosed || s2 != bw.StateClosed {
 		t.Fatalf("one replica's trip spread without quorum: %v %v", s1, s2)
 	}
-	regs[1].Melt("search", bw.ServerError)
-	if !waitFor(t, time.Second, func() bool { return regs[2].State("search") == bw.StateOpen }) {
+	regs[1].Get("search").RecordFailure(bw.ServerError)
+	if !waitFor(t, time.Second, func() bool { return regs[2].Get("search").State() == bw.StateOpen }) {
 		t.Fatal("two replicas' trips did not open the third")
 	}
 }
@@ -391,7 +391,7 @@ func TestClaimRedisKilled(t *testing.T) {
 		}
 		rep.store = s
 		// A limit the load never reaches: every refusal would be the outage's.
-		rep.rl, _ = bw.NewRateLimiters(100_000, 1000, bw.WithSharedLimiter(s.Limiter("inbound")), bw.WithRateLimitWait(0))
+		rep.rl, _ = bw.NewRateLimiters(100_000, 1000, bw.WithSharedLimiter(s.Limiter("inbound")), bw.WithMaxWait(0))
 		reps = append(reps, rep)
 	}
 	var (
@@ -413,7 +413,7 @@ func TestClaimRedisKilled(t *testing.T) {
 				default:
 				}
 				t0 := time.Now()
-				ok := rep.rl.Allow("client")
+				ok := !rep.rl.Take("client").Limited
 				d := time.Since(t0)
 				calls.Add(1)
 				if !ok {
@@ -503,10 +503,10 @@ func TestClaimRedisCluster(t *testing.T) {
 	for range 2 {
 		s := newStore(t, newCluster(), redisstore.WithBudget(claimBudget))
 		stores = append(stores, s)
-		rl, _ := bw.NewRateLimiters(1, 5, bw.WithSharedLimiter(s.Limiter("inbound")), bw.WithRateLimitWait(0))
+		rl, _ := bw.NewRateLimiters(1, 5, bw.WithSharedLimiter(s.Limiter("inbound")), bw.WithMaxWait(0))
 		regs = append(regs, rl)
 		bus, _ := s.Bus("trips")
-		bs, _ := bw.NewBreakers(bw.WithSharedTrips(bus))
+		bs, _ := bw.NewBreakers(bw.WithClusterBus(bus))
 		brs = append(brs, bs)
 	}
 	// Keys spread over the slots of all three nodes: each admits its burst
@@ -515,7 +515,7 @@ func TestClaimRedisCluster(t *testing.T) {
 		key := fmt.Sprint("client-", k)
 		admitted := 0
 		for i := range 20 {
-			if regs[i%2].Allow(key) {
+			if !regs[i%2].Take(key).Limited {
 				admitted++
 			}
 		}
@@ -529,8 +529,8 @@ func TestClaimRedisCluster(t *testing.T) {
 		}
 	}
 	waitSubscribers(t, cl.Addrs()[0], "breakwater:bus:trips", 2, cl.Addrs()[1:]...)
-	brs[0].Trip("ledger", 5*time.Second)
-	if !waitFor(t, time.Second, func() bool { return brs[1].State("ledger") == bw.StateOpen }) {
+	brs[0].Get("ledger").Trip(5 * time.Second)
+	if !waitFor(t, time.Second, func() bool { return brs[1].Get("ledger").State() == bw.StateOpen }) {
 		t.Fatal("a trip did not cross the cluster")
 	}
 }

@@ -15,8 +15,10 @@
 //     is one round trip running the GCRA that breakwater's local limiter
 //     runs, in one Lua script, on Redis's clock;
 //   - pauses, so that one replica's 429 with Retry-After holds the key on
-//     every replica: [breakwater.WithSharedPauses] with [Store.Bus];
-//   - breaker trips: [breakwater.WithSharedTrips] with [Store.Bus]. A
+//     every replica: [breakwater.WithClusterBus] with [Store.Bus], given
+//     to the pause gates;
+//   - breaker trips: [breakwater.WithClusterBus] with [Store.Bus], given
+//     to the breakers. A
 //     breaker's admission never touches the network: trips travel on
 //     pub/sub, after the fact, and a periodic read lets late replicas
 //     catch up.

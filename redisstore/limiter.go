@@ -81,9 +81,9 @@ func (l *Limiter) Key(key string) string {
 }
 
 // Take runs one admission of key. See [breakwater.SharedLimiter].
-func (l *Limiter) Take(ctx context.Context, key string, limit rate.Limit, burst int, maxWait time.Duration) (breakwater.RateStatus, time.Duration, error) {
+func (l *Limiter) Take(ctx context.Context, key string, limit rate.Limit, burst int, maxWait time.Duration) (breakwater.RateLimitSnapshot, time.Duration, error) {
 	if !(limit > 0) || burst < 1 {
-		return breakwater.RateStatus{}, 0, fmt.Errorf("redisstore: invalid policy %v/s burst %d", float64(limit), burst)
+		return breakwater.RateLimitSnapshot{}, 0, fmt.Errorf("redisstore: invalid policy %v/s burst %d", float64(limit), burst)
 	}
 	interval, capacity := params(limit, burst)
 	var res []int64
@@ -93,15 +93,16 @@ func (l *Limiter) Take(ctx context.Context, key string, limit rate.Limit, burst 
 		return err
 	})
 	if err != nil {
-		return breakwater.RateStatus{}, 0, err
+		return breakwater.RateLimitSnapshot{}, 0, err
 	}
 	if len(res) != 3 {
-		return breakwater.RateStatus{}, 0, errors.New("redisstore: malformed GCRA reply")
+		return breakwater.RateLimitSnapshot{}, 0, errors.New("redisstore: malformed GCRA reply")
 	}
 	st := status(limit, burst, interval, capacity, res[2])
-	st.Allowed = res[0] == 1
+	st.Key = key
+	st.Limited = res[0] != 1
 	var delay time.Duration
-	if st.Allowed {
+	if !st.Limited {
 		delay = time.Duration(res[1]) * time.Microsecond
 	}
 	return st, delay, nil
@@ -109,9 +110,9 @@ func (l *Limiter) Take(ctx context.Context, key string, limit rate.Limit, burst 
 
 // status describes a bucket whose backlog (TAT - now) is backlog µs, as
 // the local limiter does.
-func status(limit rate.Limit, burst int, interval, capacity, backlog int64) breakwater.RateStatus {
+func status(limit rate.Limit, burst int, interval, capacity, backlog int64) breakwater.RateLimitSnapshot {
 	backlog = max(0, backlog)
-	st := breakwater.RateStatus{Limit: limit, Burst: burst, Reset: time.Duration(backlog) * time.Microsecond}
+	st := breakwater.RateLimitSnapshot{Limit: limit, Burst: burst, Reset: time.Duration(backlog) * time.Microsecond}
 	if free := capacity - backlog; free >= interval {
 		st.Remaining = int(free / interval)
 	} else {

@@ -98,19 +98,19 @@ func startReplica(cfg replicaConfig) (*replica, error) {
 		r.close()
 		return nil, err
 	}
-	crl, err := bw.NewClientRateLimit(rl, bw.RemoteAddrKey)
+	crl, err := bw.ClientRateLimit(rl, bw.RemoteAddrKey)
 	if err != nil {
 		r.close()
 		return nil, err
 	}
-	r.tr, err = bw.NewTransport(bw.WithRateLimit(rate.Limit(cfg.Policy.OutLimit), cfg.Policy.OutBurst, bw.WithSharedLimiter(upstream), bw.WithRateLimitWait(0)), bw.WithMaxAttempts(1))
+	r.tr, err = bw.NewTransport(bw.WithRateLimit(rate.Limit(cfg.Policy.OutLimit), cfg.Policy.OutBurst, bw.WithSharedLimiter(upstream), bw.WithMaxWait(0)), bw.WithMaxAttempts(1))
 	if err != nil {
 		r.close()
 		return nil, err
 	}
 	client := &http.Client{Transport: r.tr}
 	index := strconv.Itoa(cfg.Index)
-	r.srv = httptest.NewServer(crl.Middleware(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	r.srv = httptest.NewServer(crl(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		out, _ := http.NewRequestWithContext(req.Context(), http.MethodGet, cfg.Upstream, nil)
 		out.Header.Set("X-Replica", index)
 		out.Header.Set("X-Started", strconv.FormatInt(time.Now().UnixNano(), 10))
@@ -142,13 +142,13 @@ type faultyLimiter struct {
 	n     atomic.Int64
 }
 
-func (f *faultyLimiter) Take(ctx context.Context, key string, limit rate.Limit, burst int, maxWait time.Duration) (bw.RateStatus, time.Duration, error) {
+func (f *faultyLimiter) Take(ctx context.Context, key string, limit rate.Limit, burst int, maxWait time.Duration) (bw.RateLimitSnapshot, time.Duration, error) {
 	switch f.fault {
 	case faultStoreOverAdmits:
 		limit *= 2
 	case faultAdmitsOutside:
 		if f.n.Add(1)%3 == 0 {
-			return bw.RateStatus{}, 0, errors.New("fault: the store was not asked")
+			return bw.RateLimitSnapshot{}, 0, errors.New("fault: the store was not asked")
 		}
 	}
 	return f.SharedLimiter.Take(ctx, key, limit, burst, maxWait)

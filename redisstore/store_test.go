@@ -58,17 +58,17 @@ func TestLimiterGCRA(t *testing.T) {
 	ctx := context.Background()
 	for i := range 3 {
 		st, delay, err := l.Take(ctx, "client", 1, 3, 0)
-		if err != nil || !st.Allowed || delay != 0 || st.Remaining != 2-i {
+		if err != nil || st.Limited || delay != 0 || st.Remaining != 2-i {
 			t.Fatalf("take %d: %+v %v %v", i, st, delay, err)
 		}
 	}
 	st, _, err := l.Take(ctx, "client", 1, 3, 0)
-	if err != nil || st.Allowed || st.RetryAfter <= 0 || st.RetryAfter > time.Second || st.Reset < 2*time.Second {
+	if err != nil || !st.Limited || st.RetryAfter <= 0 || st.RetryAfter > time.Second || st.Reset < 2*time.Second {
 		t.Fatalf("over the burst: %+v %v", st, err)
 	}
 	// A wait that fits reserves a turn.
 	st, delay, err := l.Take(ctx, "client", 1, 3, 2*time.Second)
-	if err != nil || !st.Allowed || delay <= 0 || delay > time.Second {
+	if err != nil || st.Limited || delay <= 0 || delay > time.Second {
 		t.Fatalf("reserving: %+v %v %v", st, delay, err)
 	}
 	if keys := m.Keys(); len(keys) != 1 || !containsKey(keys, "breakwater:rl:in:{client}") {

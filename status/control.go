@@ -29,9 +29,27 @@ type controlRequest struct {
 	Key    string `json:"key"`
 }
 
-type breakerOwner interface{ Breakers() *breakwater.Breakers }
+// breakersOf is the breakers a source holds, nil when none.
+func breakersOf(s Snapshotter) *breakwater.Breakers {
+	switch s := s.(type) {
+	case *breakwater.Breakers:
+		return s
+	case interface{ Breakers() *breakwater.Breakers }:
+		return s.Breakers()
+	}
+	return nil
+}
 
-type pauseOwner interface{ PauseGates() *breakwater.PauseGates }
+// pauseGatesOf is the pause gates a source holds, nil when none.
+func pauseGatesOf(s Snapshotter) *breakwater.PauseGates {
+	switch s := s.(type) {
+	case *breakwater.PauseGates:
+		return s
+	case interface{ PauseGates() *breakwater.PauseGates }:
+		return s.PauseGates()
+	}
+	return nil
+}
 
 // serveControl applies one control. It runs behind
 // http.CrossOriginProtection, which refuses cross-site browser requests by
@@ -81,27 +99,26 @@ func (p *Page) apply(req controlRequest) error {
 	if req.Key == "" {
 		return fmt.Errorf("status: a control needs a key")
 	}
-	bo, hasBreakers := src.snap.(breakerOwner)
-	po, hasPauses := src.snap.(pauseOwner)
 	switch req.Action {
 	case ActionTrip, ActionReset:
-		if !hasBreakers || bo.Breakers() == nil {
+		bs := breakersOf(src.snap)
+		if bs == nil {
 			return fmt.Errorf("status: source %q has no breakers", req.Source)
 		}
-		bs := bo.Breakers()
 		if _, ok := bs.Lookup(req.Key); !ok {
 			return fmt.Errorf("status: source %q has no breaker for key %q", req.Source, req.Key)
 		}
-		if req.Action == ActionTrip {
-			bs.Trip(req.Key, 0)
-		} else {
-			bs.Reset(req.Key)
+		if b := bs.Get(req.Key); b != nil && req.Action == ActionTrip {
+			b.Trip(0)
+		} else if b != nil {
+			b.Reset()
 		}
 	case ActionResume:
-		if !hasPauses || po.PauseGates() == nil {
+		gs := pauseGatesOf(src.snap)
+		if gs == nil {
 			return fmt.Errorf("status: source %q has no pause gates", req.Source)
 		}
-		po.PauseGates().Resume(req.Key)
+		gs.Resume(req.Key)
 	default:
 		return fmt.Errorf("status: unknown action %q (want %s, %s or %s)", req.Action, ActionTrip, ActionReset, ActionResume)
 	}

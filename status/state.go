@@ -103,8 +103,8 @@ func (p *Page) state(q query) state {
 		}
 		snap := src.snap.Snapshot()
 		ss := sourceState{Name: src.name, Explain: src.explain, Insights: snap.Insights}
-		_, ss.CanTrip = src.snap.(breakerOwner)
-		_, ss.CanResume = src.snap.(pauseOwner)
+		ss.CanTrip = breakersOf(src.snap) != nil
+		ss.CanResume = pauseGatesOf(src.snap) != nil
 		prefix := strconv.Itoa(i) + "."
 		ss.Breakers = page(snap.Breakers, q, q.offsets[prefix+"breakers"],
 			func(b breakwater.BreakerSnapshot) string { return b.Key }, compareBreakers,
@@ -177,7 +177,7 @@ func comparePauses(a, b breakwater.PauseSnapshot) int {
 
 func compareBuckets(a, b breakwater.RateLimitSnapshot) int {
 	fill := func(s breakwater.RateLimitSnapshot) float64 { return s.Tokens / float64(max(1, s.Burst)) }
-	return cmp.Or(compareBool(a.Limited, b.Limited), cmp.Compare(b.Wait, a.Wait), cmp.Compare(fill(a), fill(b)))
+	return cmp.Or(compareBool(a.Limited, b.Limited), cmp.Compare(b.RetryAfter, a.RetryAfter), cmp.Compare(fill(a), fill(b)))
 }
 
 func compareBulkheads(a, b breakwater.BulkheadSnapshot) int {

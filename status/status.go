@@ -61,16 +61,23 @@ type config struct {
 
 type source struct {
 	name    string
-	snap    breakwater.Snapshotter
+	snap    Snapshotter
 	explain string
 }
 
-// Source adds a component to the page under name: a
-// [breakwater.Transport] or any [breakwater.Snapshotter] (the inbound
-// middleware). A source with an Explain() string method (a Transport) has
-// its explanation shown beside its state. Sources are shown in the order
-// given; names must be unique and not empty.
-func Source(name string, s breakwater.Snapshotter) Option {
+// A Snapshotter is a component the page shows: a [breakwater.Transport],
+// or a registry the inbound middleware share ([breakwater.Breakers] of a
+// RouteBreaker, [breakwater.RateLimiters] of a ClientRateLimit,
+// [breakwater.Bulkheads] of a Shedder, [breakwater.PauseGates]).
+type Snapshotter interface {
+	Snapshot() breakwater.Snapshot
+}
+
+// Source adds a component to the page under name. A source with an
+// Explain() string method (a Transport) has its explanation shown beside
+// its state. Sources are shown in the order given; names must be unique
+// and not empty.
+func Source(name string, s Snapshotter) Option {
 	return func(c *config) {
 		switch {
 		case name == "":

@@ -23,7 +23,7 @@ type registry struct {
 }
 
 func (r registry) Snapshot() bw.Snapshot {
-	return bw.Snapshot{At: time.Now(), Breakers: r.bs.Snapshots(), Pauses: r.gates.Snapshots()}
+	return bw.Snapshot{At: time.Now(), Breakers: r.bs.Snapshot().Breakers, Pauses: r.gates.Snapshot().Pauses}
 }
 func (r registry) Breakers() *bw.Breakers     { return r.bs }
 func (r registry) PauseGates() *bw.PauseGates { return r.gates }
@@ -169,12 +169,12 @@ func TestPageUnderPrefix(t *testing.T) {
 }
 
 func TestStateOfATransport(t *testing.T) {
-	tr, err := bw.NewTransport(bw.WithBreaker(bw.WithPolicy(bw.Consecutive(3))))
+	tr, err := bw.NewTransport(bw.WithPolicy(bw.Consecutive(3)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	tr.Breakers().Get("api.example:443")
-	tr.Breakers().Trip("pay.example:443", time.Minute)
+	tr.Breakers().Get("pay.example:443").Trip(time.Minute)
 	h := newPage(t, status.Source("outbound", tr), status.WithTitle("shop"))
 	s, _ := readState(t, h, "/state")
 	if len(s.Sources) != 1 || s.Sources[0].Name != "outbound" {
@@ -196,9 +196,9 @@ func TestStateOfATransport(t *testing.T) {
 // first, and pages through the rest.
 func TestStateIsBounded(t *testing.T) {
 	reg := newRegistry(t, 10_000)
-	reg.bs.Trip("host-07777", time.Minute)
+	reg.bs.Get("host-07777").Trip(time.Minute)
 	for range 3 {
-		reg.bs.Melt("host-04242", bw.ServerError)
+		reg.bs.Get("host-04242").RecordFailure(bw.ServerError)
 	}
 	h := newPage(t, status.Source("many", reg))
 	s, size := readState(t, h, "/state")
@@ -248,7 +248,7 @@ func TestControlsAreOffByDefault(t *testing.T) {
 	if w := control(h, `{"source":"r","action":"trip","key":"host-00000"}`, nil); w.Code != http.StatusNotFound {
 		t.Fatalf("control without WithControls: %d", w.Code)
 	}
-	if reg.bs.State("host-00000") != bw.StateClosed {
+	if reg.bs.Get("host-00000").State() != bw.StateClosed {
 		t.Fatal("the breaker was tripped")
 	}
 }
@@ -278,7 +278,7 @@ func TestControls(t *testing.T) {
 			if w := control(h, tc.body, tc.header); w.Code != tc.code {
 				t.Fatalf("%d %s, want %d", w.Code, strings.TrimSpace(w.Body.String()), tc.code)
 			}
-			if reg.bs.State(key) != bw.StateClosed {
+			if reg.bs.Get(key).State() != bw.StateClosed {
 				t.Fatal("a refused control tripped the breaker")
 			}
 		})
@@ -292,22 +292,32 @@ func TestControls(t *testing.T) {
 	if w := control(h, trip, map[string]string{"Sec-Fetch-Site": "same-origin"}); w.Code != http.StatusOK {
 		t.Fatalf("trip: %d %s", w.Code, w.Body)
 	}
-	if reg.bs.State(key) != bw.StateOpen {
+	if reg.bs.Get(key).State() != bw.StateOpen {
 		t.Fatal("trip did not open the breaker")
 	}
 	if w := control(h, `{"source":"r","action":"reset","key":"`+key+`"}`, map[string]string{"Origin": "http://admin.test"}); w.Code != http.StatusOK {
 		t.Fatalf("reset: %d %s", w.Code, w.Body)
 	}
-	if reg.bs.State(key) != bw.StateClosed {
+	if reg.bs.Get(key).State() != bw.StateClosed {
 		t.Fatal("reset did not close the breaker")
 	}
 	reg.gates.Pause(key, time.Minute)
 	if w := control(h, `{"source":"r","action":"resume","key":"`+key+`"}`, nil); w.Code != http.StatusOK {
 		t.Fatalf("resume: %d %s", w.Code, w.Body)
 	}
-	if reg.gates.Remaining(key) != 0 {
+	if paused(reg.gates, key) {
 		t.Fatal("resume did not end the pause")
 	}
+}
+
+// paused reports whether g holds a pause for key.
+func paused(g *bw.PauseGates, key string) bool {
+	for _, p := range g.Snapshot().Pauses {
+		if p.Key == key && p.Paused {
+			return true
+		}
+	}
+	return false
 }
 
 func TestNewReportsEveryError(t *testing.T) {
@@ -326,7 +336,7 @@ func TestNewReportsEveryError(t *testing.T) {
 // BenchmarkState10k measures one poll of a page over 10,000 breakers.
 func BenchmarkState10k(b *testing.B) {
 	reg := newRegistry(b, 10_000)
-	reg.bs.Trip("host-07777", time.Minute)
+	reg.bs.Get("host-07777").Trip(time.Minute)
 	h := newPage(b, status.Source("many", reg))
 	req := httptest.NewRequest(http.MethodGet, "/state", nil)
 	b.ReportAllocs()

@@ -269,7 +269,7 @@ func TestRecorderOnTransport(t *testing.T) {
 		})
 		rec := timeline.New(time.Second)
 		tr, err := bw.NewTransport(bw.WithBase(u.Transport()), bw.WithObserver(rec),
-			bw.WithBreaker(bw.WithPolicy(bw.Consecutive(3)), bw.WithOpenTimeout(2*s, 2*s), bw.WithOpenJitter(0)))
+			bw.WithPolicy(bw.Consecutive(3)), bw.WithOpenTimeout(2*s, 2*s), bw.WithOpenJitter(0))
 		if err != nil {
 			t.Fatal(err)
 		}

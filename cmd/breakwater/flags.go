@@ -85,12 +85,12 @@ func addConfigFlags(fs *flag.FlagSet) *configFlags {
 	dur("max-retry-after", "the longest Retry-After honoured", func(c *breakwater.Config) *breakwater.Duration { return &c.MaxRetryAfter })
 
 	num("max-attempts", "attempts per call, the first included", func(c *breakwater.Config) *int { return &c.Retry.MaxAttempts })
-	word("backoff", "exponential_jitter, exponential, decorrelated_jitter, linear or constant", func(c *breakwater.Config) *string { return &c.Retry.Backoff })
+	word("backoff", "exponential_jitter, decorrelated_jitter, linear or constant", func(c *breakwater.Config) *string { return &c.Retry.Backoff })
 	dur("backoff-base", "the backoff's first wait", func(c *breakwater.Config) *breakwater.Duration { return &c.Retry.Base })
 	dur("backoff-max", "the backoff's longest wait", func(c *breakwater.Config) *breakwater.Duration { return &c.Retry.Max })
 	dur("backoff-step", "a linear backoff's step", func(c *breakwater.Config) *breakwater.Duration { return &c.Retry.Step })
 	on("retry-non-idempotent", "retry POST and PATCH too", func(c *breakwater.Config) *bool { return &c.Retry.NonIdempotent })
-	on("melt-per-attempt", "charge the breaker for every failing attempt", func(c *breakwater.Config) *bool { return &c.Retry.MeltPerAttempt })
+	on("charge-per-attempt", "charge the breaker for every failing attempt", func(c *breakwater.Config) *bool { return &c.Retry.ChargePerAttempt })
 	on("no-retry-budget", "remove the retry budget", func(c *breakwater.Config) *bool { return &c.Retry.Budget.Off })
 	realPtr("retry-budget-ratio", "retries allowed per call", func(c *breakwater.Config) **float64 { return &c.Retry.Budget.Ratio })
 	realPtr("retry-budget-floor", "retries allowed per second beyond the ratio", func(c *breakwater.Config) **float64 { return &c.Retry.Budget.Floor })
@@ -134,9 +134,15 @@ func addConfigFlags(fs *flag.FlagSet) *configFlags {
 	num("queue", "requests waiting for a slot", func(c *breakwater.Config) *int { return &c.Concurrency.Queue })
 	dur("queue-wait", "the longest wait for a slot", func(c *breakwater.Config) *breakwater.Duration { return &c.Concurrency.MaxWait })
 	on("no-pause-gate", "do not hold calls while an upstream asks to pause", func(c *breakwater.Config) *bool { return &c.Pause.Off })
-	dur("max-pause", "the longest pause", func(c *breakwater.Config) *breakwater.Duration { return &c.Pause.Max })
 	dur("pause-wait", "the longest a call waits for a pause", func(c *breakwater.Config) *breakwater.Duration { return &c.Pause.MaxWait })
-	on("rate-limit-headers", "pause on RateLimit response fields", func(c *breakwater.Config) *bool { return &c.Pause.RateLimitHeaders })
+	fs.BoolFunc("rate-limit-headers", "pace calls on RateLimit response fields (on by default; =false switches it off)", func(v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return err
+		}
+		cf.set = append(cf.set, func(c *breakwater.Config) error { c.Pause.RateLimitHeaders = &b; return nil })
+		return nil
+	})
 	return cf
 }
 

@@ -107,21 +107,20 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	insights := breakwater.NewInsights()
 	// The defaults, with timeouts and open durations scaled to a demo whose
 	// phases last seconds rather than minutes.
 	tr, err := breakwater.NewTransport(
 		breakwater.WithCallTimeout(*phaseLen),
 		breakwater.WithAttemptTimeout(*phaseLen/4),
-		breakwater.WithBreaker(
-			breakwater.WithOpenTimeout(*phaseLen/3, *phaseLen),
-			breakwater.OnTransition(func(t breakwater.Transition) {
-				printf("      ▸ %5s  %s\n", fmtSeconds(rec.Elapsed()), timeline.Describe(t))
-			}),
-		),
+		breakwater.WithOpenTimeout(*phaseLen/3, *phaseLen),
+		breakwater.WithObserver(breakwater.ObserverFunc(func(_ context.Context, e breakwater.Event) {
+			if e.Kind == breakwater.EventTransition {
+				printf("      ▸ %5s  %s\n", fmtSeconds(rec.Elapsed()), timeline.Describe(*e.Transition))
+			}
+		})),
 		breakwater.WithObserver(rec),
 		breakwater.WithObserver(metrics),
-		breakwater.WithObserver(insights),
+		breakwater.WithInsights(true),
 	)
 	if err != nil {
 		return err
@@ -183,7 +182,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	for ; printed < len(tl.Intervals); printed++ {
 		printRow(tl, printed)
 	}
-	if err := summary(out, tl, insights); err != nil {
+	if err := summary(out, tl, tr.Snapshot().Insights); err != nil {
 		return err
 	}
 	if err := printTransitions(out, reg); err != nil {
@@ -212,7 +211,7 @@ func serveAdmin(reg *prometheus.Registry, tr *breakwater.Transport) (url string,
 }
 
 // summary prints the totals, shows that they add up, and the insights.
-func summary(out io.Writer, tl timeline.Timeline, insights *breakwater.Insights) error {
+func summary(out io.Writer, tl timeline.Timeline, found []breakwater.Insight) error {
 	var total timeline.Interval
 	total.Rejected = map[string]int{}
 	for _, iv := range tl.Intervals {
@@ -237,8 +236,7 @@ func summary(out io.Writer, tl timeline.Timeline, insights *breakwater.Insights)
 		total.Rejected[timeline.RateLimited]+total.Rejected[timeline.Concurrency]+total.Rejected[timeline.Other])
 	fmt.Fprintf(out, "  retries %d, refused by the retry budget %d\n", total.Retries, total.BudgetRefused)
 	fmt.Fprintf(out, "  requests the upstream saw %d (%.2f per call started)\n", total.Attempts, float64(total.Attempts)/float64(max(1, total.Started)))
-	fmt.Fprintln(out, "\ninsights (breakwater.Insights, also on the status page)")
-	found := insights.Findings()
+	fmt.Fprintln(out, "\ninsights (breakwater.WithInsights, also on the status page)")
 	if len(found) == 0 {
 		fmt.Fprintln(out, "  none")
 	}

@@ -33,6 +33,7 @@ import (
 
 	bw "github.com/breakwater-go/breakwater"
 	"github.com/breakwater-go/breakwater/prom"
+	"github.com/breakwater-go/breakwater/status"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -71,11 +72,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	a, err := newApp(bw.Observers(obs, collector), promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	a, err := newApp([]bw.Observer{obs, collector}, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	if err != nil {
 		return err
 	}
-	defer a.limit.Close()
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -131,7 +131,7 @@ var routes = [][2]string{
 	{"GET  /reports/stream", fmt.Sprintf("handler timeout %s: a handler that started its response keeps it", handlerTimeout)},
 	{"GET  /orders/{id}", fmt.Sprintf("route breaker: %d failures in a row open the route for %s; 503 + a Retry-After that counts down", breakerAfter, breakerOpen)},
 	{"POST /admin/outage?on=1", "make /orders fail (on=0 to recover)"},
-	{"GET  /debug/breakwater", "JSON snapshots of the route breakers, rate limit buckets and the bulkhead"},
+	{"GET  /debug/breakwater/", "the status page of the route breakers, rate limit buckets and the bulkhead (JSON at /debug/breakwater/state)"},
 	{"GET  /metrics", "Prometheus metrics: requests by route pattern, rejections by mechanism, breaker transitions"},
 }
 
@@ -142,19 +142,24 @@ func printRoutes(out io.Writer) {
 	fmt.Fprintln(out)
 }
 
-// app is the demo's router and the middleware it owns.
+// app is the demo's router and the state its middleware share.
 type app struct {
-	router   http.Handler
-	limit    *bw.ClientRateLimit
-	breakers *bw.Breakers
-	bulkhead *bw.Bulkhead
-	outage   atomic.Bool
-	working  gauge // requests inside /work's handler
+	router    http.Handler
+	buckets   *bw.RateLimiters
+	breakers  *bw.Breakers
+	bulkheads *bw.Bulkheads
+	outage    atomic.Bool
+	working   gauge // requests inside /work's handler
 }
 
-func newApp(obs bw.Observer, metrics http.Handler) (*app, error) {
+func newApp(observers []bw.Observer, metrics http.Handler) (*app, error) {
 	a := &app{}
-	observe := bw.WithInboundObserver(obs)
+	var observe []bw.Option
+	for _, o := range observers {
+		if o != nil {
+			observe = append(observe, bw.WithObserver(o))
+		}
+	}
 	// Rate limit per client. Behind a reverse proxy the client is read from
 	// X-Forwarded-For, trusted only on connections from the proxy (here,
 	// loopback).
@@ -162,32 +167,39 @@ func newApp(obs bw.Observer, metrics http.Handler) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	buckets, err := bw.NewRateLimiters(rateRefill, rateBurst, bw.WithRateLimitKeys(100_000, 10*time.Minute))
-	if err != nil {
+	if a.buckets, err = bw.NewRateLimiters(rateRefill, rateBurst, bw.WithKeyLimits(100_000, 10*time.Minute)); err != nil {
 		return nil, err
 	}
-	if a.limit, err = bw.NewClientRateLimit(buckets, clientKey, bw.WithName("api rate limit"), observe); err != nil {
+	limit, err := bw.ClientRateLimit(a.buckets, clientKey, observe...)
+	if err != nil {
 		return nil, err
 	}
 
 	// Load shedding on a bulkhead with a short queue.
-	if a.bulkhead, err = bw.NewBulkhead(shedLimit, bw.WithBulkheadQueue(shedQueue, shedWait)); err != nil {
+	if a.bulkheads, err = bw.NewBulkheads(shedLimit, bw.WithMaxQueue(shedQueue), bw.WithMaxWait(shedWait)); err != nil {
 		return nil, err
 	}
-	shedder, err := bw.NewShedder(a.bulkhead, bw.WithName("work shedder"), observe)
+	shedder, err := bw.Shedder(a.bulkheads, observe...)
 	if err != nil {
 		return nil, err
 	}
 
-	timeout, err := bw.NewHandlerTimeout(handlerTimeout, observe)
+	timeout, err := bw.HandlerTimeout(handlerTimeout, observe...)
 	if err != nil {
 		return nil, err
 	}
 
-	if a.breakers, err = bw.NewBreakers(bw.WithPolicy(bw.Consecutive(breakerAfter)), bw.WithOpenTimeout(breakerOpen, time.Minute), bw.WithOpenJitter(0), bw.WithBreakerObserver(obs)); err != nil {
+	if a.breakers, err = bw.NewBreakers(append([]bw.Option{bw.WithPolicy(bw.Consecutive(breakerAfter)), bw.WithOpenTimeout(breakerOpen, time.Minute), bw.WithOpenJitter(0)}, observe...)...); err != nil {
 		return nil, err
 	}
-	breaker, err := bw.NewRouteBreaker(a.breakers, bw.WithName("route breakers"), observe)
+	breaker, err := bw.RouteBreaker(a.breakers, observe...)
+	if err != nil {
+		return nil, err
+	}
+
+	// The status page of the state the middleware share; mount it on an
+	// admin listener in a real server.
+	page, err := status.New(status.Source("api rate limit", a.buckets), status.Source("work shedder", a.bulkheads), status.Source("route breakers", a.breakers))
 	if err != nil {
 		return nil, err
 	}
@@ -199,13 +211,13 @@ func newApp(obs bw.Observer, metrics http.Handler) (*app, error) {
 		}
 	})
 	r.Route("/api", func(r chi.Router) {
-		r.Use(a.limit.Middleware)
+		r.Use(limit)
 		r.Get("/items/{id}", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			json.NewEncoder(w).Encode(map[string]string{"id": chi.URLParam(r, "id")})
 		})
 	})
-	r.With(shedder.Middleware).Get("/work", func(w http.ResponseWriter, r *http.Request) {
+	r.With(shedder).Get("/work", func(w http.ResponseWriter, r *http.Request) {
 		a.working.enter()
 		defer a.working.leave()
 		ms, _ := strconv.Atoi(r.URL.Query().Get("ms"))
@@ -216,7 +228,7 @@ func newApp(obs bw.Observer, metrics http.Handler) (*app, error) {
 		}
 	})
 	r.Group(func(r chi.Router) {
-		r.Use(timeout.Middleware)
+		r.Use(timeout)
 		r.Get("/reports/slow", func(w http.ResponseWriter, r *http.Request) {
 			select {
 			case <-time.After(2 * time.Second):
@@ -235,7 +247,7 @@ func newApp(obs bw.Observer, metrics http.Handler) (*app, error) {
 		})
 	})
 	r.Route("/orders", func(r chi.Router) {
-		r.Use(breaker.Middleware)
+		r.Use(breaker)
 		r.Get("/{id}", func(w http.ResponseWriter, r *http.Request) {
 			if a.outage.Load() {
 				http.Error(w, "orders database unavailable", http.StatusInternalServerError)
@@ -248,7 +260,7 @@ func newApp(obs bw.Observer, metrics http.Handler) (*app, error) {
 		a.outage.Store(r.URL.Query().Get("on") == "1")
 		fmt.Fprintln(w, "outage:", a.outage.Load())
 	})
-	r.Get("/debug/breakwater", bw.SnapshotHandler(a.limit, breaker, shedder).ServeHTTP)
+	r.Handle("/debug/breakwater/*", http.StripPrefix("/debug/breakwater", page))
 	r.Handle("/metrics", metrics)
 	a.router = r
 	return a, nil

@@ -121,7 +121,11 @@ func selfTest(ctx context.Context, a *app, base string, out io.Writer) error {
 	for ra := range retryAfters {
 		t.check(ra == "1" || ra == "2", "Retry-After %q", ra)
 	}
-	t.check(a.bulkhead.InFlight() == 0, "%d slots still held", a.bulkhead.InFlight())
+	held := 0
+	for _, b := range a.bulkheads.Snapshot().Bulkheads {
+		held += b.InFlight
+	}
+	t.check(held == 0, "%d slots still held", held)
 
 	t.section(fmt.Sprintf("handler timeout %s", handlerTimeout))
 	slow := t.do("GET", "/reports/slow")
@@ -144,23 +148,39 @@ func selfTest(ctx context.Context, a *app, base string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "  %s\n", strings.Join(seq, ", "))
 	t.check(strings.HasPrefix(strings.Join(seq, ","), "500,500,500,503 (Retry-After 5)"), "sequence %v", seq)
-	fmt.Fprintf(out, "  breaker for %q: %s\n", "/orders/{id}", a.breakers.State("/orders/{id}"))
-	t.check(a.breakers.State("/orders/{id}") == bw.StateOpen, "breaker %s", a.breakers.State("/orders/{id}"))
+	route, _ := a.breakers.Lookup("/orders/{id}")
+	fmt.Fprintf(out, "  breaker for %q: %s\n", "/orders/{id}", route.State())
+	t.check(route.State() == bw.StateOpen, "breaker %s", route.State())
 	t.do("POST", "/admin/outage?on=0")
 
-	t.section("GET /debug/breakwater")
-	snap := t.do("GET", "/debug/breakwater")
-	var snaps []bw.Snapshot
-	if err := json.Unmarshal([]byte(snap.body), &snaps); err != nil {
-		t.fail("snapshot: %v", err)
+	t.section("GET /debug/breakwater/state")
+	snap := t.do("GET", "/debug/breakwater/state")
+	// The part of the status page's state read here.
+	type table struct {
+		Total int               `json:"total"`
+		Rows  []json.RawMessage `json:"rows"`
 	}
-	for _, s := range snaps {
-		fmt.Fprintf(out, "  %-16s %d breakers, %d buckets, %d bulkheads\n", s.Name, len(s.Breakers), len(s.RateLimiters), len(s.Bulkheads))
-		for _, b := range s.Breakers {
-			fmt.Fprintf(out, "    breaker %s: %s, %.0f s remaining\n", b.Key, b.StateName, b.RemainingSeconds)
+	var page struct {
+		Sources []struct {
+			Name      string `json:"name"`
+			Breakers  table  `json:"breakers"`
+			Buckets   table  `json:"buckets"`
+			Bulkheads table  `json:"bulkheads"`
+		} `json:"sources"`
+	}
+	if err := json.Unmarshal([]byte(snap.body), &page); err != nil {
+		t.fail("state: %v", err)
+	}
+	for _, s := range page.Sources {
+		fmt.Fprintf(out, "  %-16s %d breakers, %d buckets, %d bulkheads\n", s.Name, s.Breakers.Total, s.Buckets.Total, s.Bulkheads.Total)
+		for _, b := range s.Breakers.Rows {
+			var row bw.BreakerSnapshot
+			if err := json.Unmarshal(b, &row); err == nil {
+				fmt.Fprintf(out, "    breaker %s: %s, %.0f s remaining\n", row.Key, row.StateName, row.RemainingSeconds)
+			}
 		}
 	}
-	t.check(len(snaps) == 3, "%d snapshots", len(snaps))
+	t.check(len(page.Sources) == 3, "%d sources", len(page.Sources))
 
 	t.section("GET /metrics")
 	metrics := t.do("GET", "/metrics")

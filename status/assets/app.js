@@ -149,7 +149,7 @@
       el('td', { class: 'num' }, `${Math.max(0, Math.floor(b.tokens))} / ${b.burst}`),
       el('td', { class: 'num' }, b.limit_per_second),
       el('td', {}, b.limited ? el('span', { class: 'pill limited' }, 'limited') : 'no'),
-      el('td', {}, b.limited ? duration(b.wait_seconds) : ''));
+      el('td', {}, b.limited ? duration(b.retry_after_seconds) : ''));
   }
 
   function bulkheadRow(b) {

@@ -8,6 +8,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -113,7 +114,7 @@ func run(args []string, out io.Writer) error {
 
 	// A trip on replica 1 reaches the others.
 	tripAt := time.Now()
-	reps[0].breakers.Trip("payments", 5*time.Second)
+	reps[0].breakers.Get("payments").Trip(5 * time.Second)
 	fmt.Fprintf(out, "%s tripped the payments breaker\n", reps[0].name)
 	deadline := time.Now().Add(2 * time.Second)
 	for _, r := range reps[1:] {
@@ -121,7 +122,7 @@ func run(args []string, out io.Writer) error {
 			time.Sleep(time.Millisecond)
 		}
 		if at := r.tripped.Load(); at != 0 {
-			fmt.Fprintf(out, "%s: open %s later (state %v)\n", r.name, time.Unix(0, at).Sub(tripAt).Round(10*time.Microsecond), r.breakers.State("payments"))
+			fmt.Fprintf(out, "%s: open %s later (state %v)\n", r.name, time.Unix(0, at).Sub(tripAt).Round(10*time.Microsecond), r.breakers.Get("payments").State())
 		} else {
 			fmt.Fprintf(out, "%s: the trip did not arrive within 2s\n", r.name)
 		}
@@ -141,7 +142,7 @@ func newReplica(name, addr string) (*replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	crl, err := bw.NewClientRateLimit(rl, bw.RemoteAddrKey, bw.WithDenyHandler(func(w http.ResponseWriter, req *http.Request, rej bw.Rejection) {
+	crl, err := bw.ClientRateLimit(rl, bw.RemoteAddrKey, bw.WithDenyHandler(func(w http.ResponseWriter, req *http.Request, rej bw.Rejection) {
 		r.refused.Add(1)
 		bw.WriteProblem(w, req, rej)
 	}))
@@ -152,15 +153,15 @@ func newReplica(name, addr string) (*replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.breakers, err = bw.NewBreakers(bw.WithSharedTrips(bus), bw.OnTransition(func(t bw.Transition) {
-		if t.Reason == bw.ReasonCluster && t.To == bw.StateOpen {
+	r.breakers, err = bw.NewBreakers(bw.WithClusterBus(bus), bw.WithObserver(bw.ObserverFunc(func(_ context.Context, e bw.Event) {
+		if t := e.Transition; t != nil && t.Reason == bw.ReasonCluster && t.To == bw.StateOpen {
 			r.tripped.CompareAndSwap(0, time.Now().UnixNano())
 		}
-	}))
+	})))
 	if err != nil {
 		return nil, err
 	}
-	r.srv = httptest.NewServer(crl.Middleware(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	r.srv = httptest.NewServer(crl(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		r.admitted.Add(1)
 	})))
 	return r, nil
