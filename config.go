@@ -28,7 +28,7 @@ import (
 //
 //	{
 //	  "call_timeout": "30s",          // whole call, retries included; "off" to disable
-//	  "attempt_timeout": "10s",       // one attempt, body included; "off" to disable
+//	  "attempt_timeout": "10s",       // one attempt, body included, at most the call timeout (its default when shorter); "off" to disable
 //	  "slow_call_threshold": "off",   // a slower success counts as a failure
 //	  "max_retry_after": "2m",        // longest server hint honoured; caps pauses
 //	  "retry": {

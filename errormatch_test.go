@@ -27,6 +27,7 @@ func TestTimeoutsMatchAfterRetries(t *testing.T) {
 		{"one attempt", []bw.Option{bw.WithAttemptTimeout(time.Second), bw.WithMaxAttempts(1)}, bw.ErrAttemptTimeout, 1},
 		{"attempt timeouts, retried", []bw.Option{bw.WithAttemptTimeout(time.Second), bw.WithMaxAttempts(3)}, bw.ErrAttemptTimeout, 3},
 		{"call timeout after retries", []bw.Option{bw.WithCallTimeout(2500 * time.Millisecond), bw.WithAttemptTimeout(time.Second), bw.WithMaxAttempts(5)}, bw.ErrCallTimeout, 3},
+		{"a short call timeout alone", []bw.Option{bw.WithCallTimeout(2 * time.Second)}, bw.ErrCallTimeout, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -262,4 +263,24 @@ func TestSharedRegistriesAreOne(t *testing.T) {
 			t.Errorf("while the shared gate pauses the key: %v, want ErrPaused", err)
 		}
 	})
+}
+
+// An unset attempt timeout follows a call timeout shorter than its
+// default; one given explicitly must still fit in the call timeout.
+func TestAttemptTimeoutFollowsAShorterCallTimeout(t *testing.T) {
+	tr, err := bw.NewTransport(bw.WithCallTimeout(2 * time.Second))
+	if err != nil {
+		t.Fatalf("WithCallTimeout(2s) alone: %v", err)
+	}
+	attempt := regexp.MustCompile(`attempt timeout +(\S+)\n`)
+	if m := attempt.FindStringSubmatch(tr.Explain()); m == nil || m[1] != "2s" {
+		t.Errorf("the attempt timeout does not follow the call timeout:\n%s", tr.Explain())
+	}
+	tr, err = bw.NewTransport(bw.WithCallTimeout(time.Minute))
+	if m := attempt.FindStringSubmatch(tr.Explain()); err != nil || m == nil || m[1] != "10s" {
+		t.Errorf("with a longer call timeout the default stays: %v\n%s", err, tr.Explain())
+	}
+	if _, err := bw.NewTransport(bw.WithCallTimeout(2*time.Second), bw.WithAttemptTimeout(5*time.Second)); err == nil {
+		t.Error("an explicit attempt timeout longer than the call timeout was accepted")
+	}
 }

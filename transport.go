@@ -20,7 +20,8 @@ import (
 //  3. circuit breaker, asked before every attempt;
 //  4. rate limit and server-directed pause gate, a token per attempt;
 //  5. concurrency limit, a slot per attempt, none held while backing off;
-//  6. attempt timeout: one attempt, headers and body (default 10 s);
+//  6. attempt timeout: one attempt, headers and body (default 10 s, or
+//     the call timeout when that is shorter);
 //  7. the base transport (a clone of [http.DefaultTransport] when nil).
 //
 // With [WithFailover], each attempt first chooses an endpoint, and stages 3
@@ -96,6 +97,10 @@ func NewTransport(opts ...Option) (*Transport, error) {
 
 // newTransport builds a Transport of cfg, whose options reported errs.
 func newTransport(cfg config, errs []error) (*Transport, error) {
+	if !cfg.attemptSet && cfg.callTimeout > 0 {
+		// An unset attempt timeout follows a shorter call timeout.
+		cfg.attemptTimeout = min(cfg.attemptTimeout, cfg.callTimeout)
+	}
 	cfgErr := cfg.validate(errs)
 	t := &Transport{cfg: cfg, base: cfg.base, start: time.Now()}
 	if t.base == nil {

@@ -26,6 +26,7 @@ type config struct {
 	base               http.RoundTripper
 	callTimeout        time.Duration
 	attemptTimeout     time.Duration
+	attemptSet         bool // WithAttemptTimeout was given
 	maxAttempts        int
 	backoff            backoffFunc
 	backoffMax         func(n int, prev time.Duration) time.Duration // nil: estimate by drawing
@@ -111,10 +112,11 @@ func WithCallTimeout(d time.Duration) Option {
 }
 
 // WithAttemptTimeout bounds each attempt, response body included; 0
-// switches the attempt timeout off. It configures [NewTransport]; see
-// [AttemptTimeout] for a stage of your own. Default: 10 s.
+// switches the attempt timeout off. It must not exceed the call timeout.
+// It configures [NewTransport]; see [AttemptTimeout] for a stage of your
+// own. Default: 10 s, or the call timeout when that is shorter.
 func WithAttemptTimeout(d time.Duration) Option {
-	return transportOption("WithAttemptTimeout", false, func(c *config) { c.attemptTimeout = d })
+	return transportOption("WithAttemptTimeout", false, func(c *config) { c.attemptTimeout, c.attemptSet = d, true })
 }
 
 // WithMaxAttempts sets the number of attempts per call, the first
