@@ -76,9 +76,10 @@ func WithRateLimiters(rs *RateLimiters) Option {
 // caller's cancellation), whichever comes first. No slot is held while
 // backing off between attempts. An attempt that finds every slot taken
 // waits for one, in arrival order, within its deadline and up to
-// [WithMaxWait] (default 0: refused at once). A refusal ends the call
-// with an [*Error] matching [ErrConcurrencyLimit] (category [Rejected]:
-// never retried, not charged to the breaker). opts configure the limit:
+// [WithMaxWait] (default 5 s, as for a rate limit; 0 refuses at once). A
+// refusal ends the call with an [*Error] matching [ErrConcurrencyLimit]
+// (category [Rejected]: never retried, not charged to the breaker). opts
+// configure the limit:
 // [WithMaxWait], [WithMaxQueue], [WithAdaptiveLimit], [WithKeyLimits]. It
 // configures [NewTransport]. Default: none.
 func WithConcurrencyLimit(limit int, opts ...Option) Option {

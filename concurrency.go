@@ -18,7 +18,6 @@ type bulkheadConfig struct {
 	limit    int
 	maxQueue int // 0: no bound but the wait
 	maxWait  time.Duration
-	waitSet  bool
 	adaptive AdaptiveLimit
 	maxKeys  int
 	idleTTL  time.Duration
@@ -27,7 +26,7 @@ type bulkheadConfig struct {
 // newBulkheadConfig returns the defaults of a registry of bulkheads of
 // limit slots each.
 func newBulkheadConfig(limit int) bulkheadConfig {
-	return bulkheadConfig{limit: limit, maxKeys: defaultMaxKeys, idleTTL: defaultIdleTTL}
+	return bulkheadConfig{limit: limit, maxWait: defaultMaxWait, maxKeys: defaultMaxKeys, idleTTL: defaultIdleTTL}
 }
 
 // bulkheadOption is an option of the bulkheads of [NewBulkheads] and
@@ -382,9 +381,9 @@ type Bulkheads struct {
 }
 
 // NewBulkheads returns a registry of bulkheads of limit slots each,
-// configured by opts ([WithMaxWait], [WithMaxQueue], [WithAdaptiveLimit],
-// [WithKeyLimits]), or an error describing every invalid argument or
-// option.
+// configured by opts ([WithMaxWait], default 5 s; [WithMaxQueue], default
+// no bound but the wait; [WithAdaptiveLimit]; [WithKeyLimits]), or an
+// error describing every invalid argument or option.
 func NewBulkheads(limit int, opts ...Option) (*Bulkheads, error) {
 	c := newBulkheadConfig(limit)
 	s := settings{to: "NewBulkheads", bulk: &c}

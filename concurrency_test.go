@@ -75,8 +75,8 @@ func TestBulkheadOptionValidation(t *testing.T) {
 	}
 }
 
-func TestBulkheadRejectsAtOnceWithoutQueue(t *testing.T) {
-	b := newBulkhead(t, 2)
+func TestBulkheadRejectsAtOnceWithoutWait(t *testing.T) {
+	b := newBulkhead(t, 2, bw.WithMaxWait(0))
 	ctx := context.Background()
 	s1, err1 := b.Acquire(ctx)
 	s2, err2 := b.Acquire(ctx)
@@ -225,7 +225,7 @@ func TestBulkheadHammer(t *testing.T) {
 }
 
 func TestBulkheadsRegistry(t *testing.T) {
-	bs, err := bw.NewBulkheads(2)
+	bs, err := bw.NewBulkheads(2, bw.WithMaxWait(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -567,4 +567,49 @@ func TestBulkheadEvictionNeverDoublesTheLimit(t *testing.T) {
 	if peak.Load() > 1 {
 		t.Fatalf("%d holders of a key limited to 1", peak.Load())
 	}
+}
+
+// A concurrency limit waits by default, as a rate limit does, within the
+// call's deadline: a call that finds the slot taken goes when it is freed,
+// and one whose deadline comes first is refused at its deadline.
+func TestConcurrencyLimitWaitsByDefault(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		base := bw.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			if r.URL.Path == "/hold" {
+				<-release
+			}
+			return &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
+		})
+		tr := newTransport(t, base, bw.WithConcurrencyLimit(1))
+		get := func(ctx context.Context, path string) error {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test"+path, nil)
+			resp, err := tr.RoundTrip(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			return err
+		}
+		held := make(chan error, 1)
+		go func() { held <- get(context.Background(), "/hold") }()
+		synctest.Wait()
+
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		start := time.Now()
+		if err := get(ctx, "/"); !errors.Is(err, bw.ErrConcurrencyLimit) || time.Since(start) != time.Second {
+			t.Errorf("with a 1s deadline: %v after %s, want ErrConcurrencyLimit after 1s", err, time.Since(start))
+		}
+
+		waited := make(chan error, 1)
+		go func() { waited <- get(context.Background(), "/") }()
+		time.Sleep(2 * time.Second)
+		close(release)
+		if err := <-held; err != nil {
+			t.Fatal(err)
+		}
+		if err := <-waited; err != nil {
+			t.Errorf("a call that waited for the slot: %v", err)
+		}
+	})
 }

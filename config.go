@@ -53,7 +53,7 @@ import (
 //	    "fault_injection": 0
 //	  },
 //	  "rate_limit": {"per_second": 0, "burst": 0, "max_wait": "5s"}, // none by default
-//	  "concurrency": {"limit": 0, "queue": 0, "max_wait": "0s"},    // none by default
+//	  "concurrency": {"limit": 0, "queue": 0, "max_wait": "5s"},    // none by default; queue 0: no bound but the wait
 //	  "pause": {"off": false, "max_wait": "", "rate_limit_headers": true} // capped by max_retry_after
 //	}
 //
@@ -122,7 +122,9 @@ type Config struct {
 	} `json:"rate_limit,omitzero"`
 
 	// Concurrency adds a bulkhead per key when Limit > 0, with a wait
-	// queue of Queue requests waiting up to MaxWait each.
+	// queue of Queue requests (0: no bound but the wait) waiting up to
+	// MaxWait each; MaxWait 0 keeps the default wait, "off" rejects at
+	// once.
 	Concurrency struct {
 		Limit   int      `json:"limit,omitzero"`
 		Queue   int      `json:"queue,omitzero"`

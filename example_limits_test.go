@@ -70,9 +70,10 @@ func ExamplePauseGates() {
 	// <nil>
 }
 
-// A bulkhead of two slots per key.
+// A bulkhead of two slots per key, refusing at once when both are taken
+// (by default a request waits up to 5 s for a slot).
 func ExampleBulkheads() {
-	bh, _ := bw.NewBulkheads(2)
+	bh, _ := bw.NewBulkheads(2, bw.WithMaxWait(0))
 	ctx := context.Background()
 	first, _ := bh.Acquire(ctx, "db")
 	second, _ := bh.Acquire(ctx, "db")
@@ -94,7 +95,7 @@ func ExampleBulkheads() {
 // Bulkheads used on their own as load-shedding middleware: one request at
 // a time, the rest answered 503 with Retry-After.
 func ExampleBulkheads_loadShedding() {
-	bh, _ := bw.NewBulkheads(1)
+	bh, _ := bw.NewBulkheads(1, bw.WithMaxWait(0))
 	shed := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			slot, err := bh.Acquire(r.Context(), "")

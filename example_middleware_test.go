@@ -114,10 +114,11 @@ func ExampleForwardedForKey() {
 	// 2001:db8:aa:bb::/64
 }
 
-// At most one request runs at a time here; the next one is shed with 503
-// and a Retry-After instead of piling up.
+// At most one request runs at a time here; the next one is shed at once
+// with 503 and a Retry-After instead of piling up (by default it would
+// wait up to 5 s for the slot; WithMaxQueue bounds how many may wait).
 func ExampleShedder() {
-	bulkhead, err := bw.NewBulkheads(1) // add bw.WithMaxQueue and bw.WithMaxWait to let a few wait
+	bulkhead, err := bw.NewBulkheads(1, bw.WithMaxWait(0))
 	if err != nil {
 		panic(err)
 	}

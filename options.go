@@ -164,8 +164,8 @@ func WithObserver(o Observer) Option {
 // [WithRateLimit], or to [NewRateLimiters]) or a concurrency limit (within
 // [WithConcurrencyLimit], or to [NewBulkheads]); 0 refuses at once instead
 // of waiting. Defaults: as long as the longest pause for a pause gate, so
-// that only the call's deadline decides; 5 s for a rate limit; 0 for a
-// bulkhead.
+// that only the call's deadline decides; 5 s for a rate limit and a
+// concurrency limit.
 func WithMaxWait(d time.Duration) Option {
 	return option(func(s *settings) {
 		if d < 0 {
@@ -180,7 +180,7 @@ func WithMaxWait(d time.Duration) Option {
 		case s.rate != nil:
 			s.rate.maxWait = d
 		case s.bulk != nil:
-			s.bulk.maxWait, s.bulk.waitSet = d, true
+			s.bulk.maxWait = d
 		default:
 			s.reject("WithMaxWait")
 		}

@@ -135,7 +135,7 @@ var outboundMakers = map[error]func(t *testing.T) error{
 		return rs.Wait(context.Background(), "k")
 	},
 	ErrConcurrencyLimit: func(t *testing.T) error {
-		bs, err := NewBulkheads(1)
+		bs, err := NewBulkheads(1, WithMaxWait(0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +192,7 @@ var inboundMakers = map[error]func(t *testing.T) (Rejection, *httptest.ResponseR
 		}, nil)
 	},
 	ErrConcurrencyLimit: func(t *testing.T) (Rejection, *httptest.ResponseRecorder) {
-		bh, err := NewBulkheads(1)
+		bh, err := NewBulkheads(1, WithMaxWait(0))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -27,10 +27,10 @@ func WithShedRetryAfter(min, max time.Duration) Option {
 }
 
 // Shedder sheds load: it admits at most a bulkhead's limit of requests
-// into the next handler at once, lets a bounded number wait in arrival
-// order for a bounded time (the bulkheads' [WithMaxWait] and
-// [WithMaxQueue]), and answers the rest 503 with a jittered Retry-After (1
-// to 2 s by default) without calling the handler. With [WithAdaptiveLimit]
+// into the next handler at once, lets others wait in arrival order for up
+// to the bulkheads' [WithMaxWait] (5 s by default; 0 sheds at once), as
+// many as their [WithMaxQueue] allows, and answers the rest 503 with a
+// jittered Retry-After (1 to 2 s by default) without calling the handler. With [WithAdaptiveLimit]
 // on the bulkheads the limit follows the handler's latency and its
 // overload signals: a handler timeout or a 503 is a drop, a client that
 // went away or a breakwater rejection teaches nothing.
