@@ -118,6 +118,7 @@ func (t *Transport) Explain() string {
 		line(2, "503 + hint", "delays that call's retry; holds the host only while such answers are the majority, with a probe every %s", formatDuration(overloadProbeEvery))
 		line(2, "quota fields", "%s", map[bool]string{true: "paced on (RateLimit, RateLimit-Policy, X-RateLimit-*)", false: "ignored"}[t.limits.pacing])
 	}
+	t.explainLimits(&b, line)
 	t.explainShared(&b, line)
 	t.explainHedging(&b, line)
 	t.explainFailover(&b, line)
@@ -134,6 +135,36 @@ func (t *Transport) Explain() string {
 		line(2, "takes", "unbounded: nothing limits a single attempt")
 	}
 	return b.String()
+}
+
+// explainLimits describes the rate and concurrency limits of a
+// Transport, if any.
+func (t *Transport) explainLimits(b *strings.Builder, line func(indent int, label, format string, args ...any)) {
+	r, k := t.limits.rate, t.limits.bulk
+	if r == nil && k == nil {
+		return
+	}
+	waits := func(d time.Duration) string {
+		if d <= 0 {
+			return "refused at once when there is none"
+		}
+		return "waits up to " + formatDuration(d) + " for one, within the call's deadline"
+	}
+	b.WriteString("  limits\n")
+	if r != nil {
+		line(2, "rate limit", "%s/s with a burst of %d per key, a token per attempt; %s", strconv.FormatFloat(float64(r.cfg.limit), 'f', -1, 64), r.cfg.burst, waits(r.cfg.maxWait))
+	}
+	if k != nil {
+		queue := ""
+		if k.cfg.maxQueue > 0 {
+			queue = fmt.Sprintf(" (at most %d waiting)", k.cfg.maxQueue)
+		}
+		adaptive := ""
+		if k.cfg.adaptive != nil {
+			adaptive = ", adaptive"
+		}
+		line(2, "concurrency", "%d in flight per key%s, a slot per attempt; %s%s", k.cfg.limit, adaptive, waits(k.cfg.maxWait), queue)
+	}
 }
 
 // categoryThresholds describes a policy's per-category thresholds, for

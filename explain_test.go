@@ -2,6 +2,7 @@ package breakwater_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,4 +97,24 @@ func ExampleTransport_Simulate() {
 	r := tr.Simulate(bw.Scenario{AttemptTime: 50 * time.Millisecond})
 	fmt.Printf("opens on call %d after %d attempts and %s; the slowest call took %s\n", r.OpensAfter, r.Attempts, r.Elapsed, r.WorstCall)
 	// Output: opens on call 6 after 24 attempts and 5.4s; the slowest call took 900ms
+}
+
+// Explain describes the rate and concurrency limits a transport has, and
+// how long each waits.
+func TestExplainLimits(t *testing.T) {
+	tr, err := bw.NewTransport(bw.WithRateLimit(10, 5), bw.WithConcurrencyLimit(4, bw.WithMaxWait(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"rate limit       10/s with a burst of 5 per key, a token per attempt; waits up to 5s for one, within the call's deadline",
+		"concurrency      4 in flight per key, a slot per attempt; refused at once when there is none",
+	} {
+		if !strings.Contains(tr.Explain(), want) {
+			t.Errorf("Explain lacks %q:\n%s", want, tr.Explain())
+		}
+	}
+	if tr, _ := bw.NewTransport(); strings.Contains(tr.Explain(), "  limits\n") {
+		t.Errorf("Explain shows limits a transport does not have:\n%s", tr.Explain())
+	}
 }
