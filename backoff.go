@@ -2,7 +2,6 @@ package breakwater
 
 import (
 	"math/rand/v2"
-	"net/http"
 	"time"
 )
 
@@ -91,16 +90,12 @@ func (d decorrelated) MaxDelay(_ int, prev time.Duration) time.Duration {
 	return min(3*max(prev, d.base), d.limit)
 }
 
-// backoffFunc is the internal form of a backoff, with the response that is
-// about to be retried (for go-retryablehttp's Backoff functions).
-type backoffFunc func(n int, prev time.Duration, resp *http.Response) time.Duration
-
 // backoffSafely calls b, reporting false when it panics.
-func backoffSafely(b backoffFunc, n int, prev time.Duration, resp *http.Response) (d time.Duration, ok bool) {
+func backoffSafely(b Backoff, n int, prev time.Duration) (d time.Duration, ok bool) {
 	defer func() {
 		if recover() != nil {
 			d, ok = 0, false
 		}
 	}()
-	return b(n, prev, resp), true
+	return b.Delay(n, prev), true
 }

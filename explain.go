@@ -20,7 +20,7 @@ func (c *config) plan() []time.Duration {
 			worst = c.backoffMax(n, prev)
 		} else {
 			for range 64 {
-				worst = max(worst, c.backoff(n, prev, nil))
+				worst = max(worst, c.backoff.Delay(n, prev))
 			}
 		}
 		out = append(out, worst)

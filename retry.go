@@ -320,7 +320,7 @@ func (t *Transport) decide(c *call, resp *http.Response, err error, o Outcome) (
 		return 0, false, false, nil
 	}
 	var ok bool
-	if wait, ok = backoffSafely(t.cfg.backoff, c.attempts, c.prevWait, resp); !ok {
+	if wait, ok = backoffSafely(t.cfg.backoff, c.attempts, c.prevWait); !ok {
 		return 0, false, false, nil // a Backoff that panics means "do not retry"
 	}
 	if o.HasRetryAfter {

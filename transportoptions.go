@@ -28,7 +28,7 @@ type config struct {
 	attemptTimeout     time.Duration
 	attemptSet         bool // WithAttemptTimeout was given
 	maxAttempts        int
-	backoff            backoffFunc
+	backoff            Backoff
 	backoffMax         func(n int, prev time.Duration) time.Duration // nil: estimate by drawing
 	retryIf            func(context.Context, *http.Response, error) (bool, error)
 	retryNonIdempotent bool
@@ -144,7 +144,7 @@ func WithBackoff(b Backoff) Option {
 }
 
 func (c *config) setBackoff(b Backoff) {
-	c.backoff = func(n int, prev time.Duration, _ *http.Response) time.Duration { return b.Delay(n, prev) }
+	c.backoff = b
 	c.backoffMax = b.Delay
 	if bb, ok := b.(boundedBackoff); ok {
 		c.backoffMax = bb.MaxDelay
