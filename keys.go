@@ -22,6 +22,22 @@ import (
 // constructors whose argument is a literal in the program ([HeaderKey])
 // panic on a malformed one, like regexp.MustCompile.
 
+// KeyFunc names what a request is counted under. Outbound, it is the
+// upstream the request goes to: breakers, retry budgets, limits and pause
+// gates are kept per key. Inbound, it is the client a rate limit counts or
+// the route a route breaker guards (see [RemoteAddrKey] and [RouteKey]).
+type KeyFunc func(*http.Request) string
+
+// HostKey is the default [KeyFunc]: the request URL's host[:port] for https
+// and scheme://host[:port] for every other scheme, so plain and TLS traffic
+// to one host never share state. It does not allocate for https.
+func HostKey(req *http.Request) string {
+	if req.URL.Scheme == "https" {
+		return req.URL.Host
+	}
+	return req.URL.Scheme + "://" + req.URL.Host
+}
+
 // RemoteAddrKey keys a request by its immediate peer, the host part of
 // [http.Request.RemoteAddr]: an IPv4 address as is, an IPv6 address
 // collapsed to its /64 prefix (one subscriber usually holds a whole /64, so

@@ -26,8 +26,8 @@ var (
 	}
 	topFiles = []string{
 		"clientratelimit.go", "config.go", "doc.go", "explain.go", "handlertimeout.go",
-		"keys.go", "middleware.go", "problem.go", "responsewriter.go",
-		"routebreaker.go", "shedder.go", "simulate.go",
+		"middleware.go", "problem.go", "responsewriter.go", "routebreaker.go",
+		"shedder.go", "simulate.go",
 	}
 )
 

@@ -69,22 +69,6 @@ func keyOf(fn KeyFunc, req *http.Request) (key string, err error) {
 	return fn(req), nil
 }
 
-// KeyFunc names what a request is counted under. Outbound, it is the
-// upstream the request goes to: breakers, retry budgets, limits and pause
-// gates are kept per key. Inbound, it is the client a rate limit counts or
-// the route a route breaker guards (see [RemoteAddrKey] and [RouteKey]).
-type KeyFunc func(*http.Request) string
-
-// HostKey is the default [KeyFunc]: the request URL's host[:port] for https
-// and scheme://host[:port] for every other scheme, so plain and TLS traffic
-// to one host never share state. It does not allocate for https.
-func HostKey(req *http.Request) string {
-	if req.URL.Scheme == "https" {
-		return req.URL.Host
-	}
-	return req.URL.Scheme + "://" + req.URL.Host
-}
-
 // NewTransport builds a Transport over the default chain, configured by
 // opts, or returns an error describing every invalid option at once (see
 // [Option]).
