@@ -140,20 +140,20 @@ func WithKeyLimits(maxKeys int, idleTTL time.Duration) Option {
 // attempts, retries, rejections, waits and its own breakers'
 // transitions), of a breaker registry's transitions, or of what an inbound
 // middleware serves and rejects. Given more than once, every observer
-// receives every event. Without one, observing costs nothing. See
-// [LogObserver] for logging through log/slog.
+// receives every event; a nil o adds none. Without one, observing costs
+// nothing. See [LogObserver] for logging through log/slog.
 func WithObserver(o Observer) Option {
 	return option(func(s *settings) {
 		switch {
+		case s.transport == nil && s.breaker == nil && s.inbound == nil:
+			s.reject("WithObserver")
 		case o == nil:
 		case s.transport != nil:
 			s.transport.observers = append(s.transport.observers, o)
 		case s.breaker != nil:
 			s.breaker.listeners = append(s.breaker.listeners, transitionReporter(o))
-		case s.inbound != nil:
-			s.inbound.obs = observers(s.inbound.obs, o)
 		default:
-			s.reject("WithObserver")
+			s.inbound.obs = observers(s.inbound.obs, o)
 		}
 	})
 }
@@ -233,7 +233,8 @@ func WithKeyFunc(fn KeyFunc) Option {
 // bus (see [ClusterBus]): a breaker's openings and resets, and a pause
 // gate's pauses and resumes. Given to [NewTransport] it shares its own
 // breakers' and pause gate's; given to [NewBreakers] or [NewPauseGates],
-// that registry's. Default: each replica keeps its own.
+// that registry's. A nil bus keeps the state local. Default: each replica
+// keeps its own.
 //
 // Breaker trips: a breaker that opens on its own failures, or by
 // [Breaker.Trip], publishes the opening; every other replica opens its
@@ -254,15 +255,15 @@ func WithKeyFunc(fn KeyFunc) Option {
 func WithClusterBus(bus ClusterBus) Option {
 	return option(func(s *settings) {
 		switch {
+		case s.transport == nil && s.breaker == nil && s.pause == nil:
+			s.reject("WithClusterBus")
 		case bus == nil:
 		case s.transport != nil:
 			s.transport.bus = bus
 		case s.breaker != nil:
 			s.breaker.bus = bus
-		case s.pause != nil:
-			s.pause.bus = bus
 		default:
-			s.reject("WithClusterBus")
+			s.pause.bus = bus
 		}
 	})
 }

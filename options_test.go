@@ -196,6 +196,8 @@ func TestOptionsOnlyWhereTheyApply(t *testing.T) {
 		"RetryStage(WithCallTimeout)":          second(bw.RetryStage(bw.WithCallTimeout(time.Second))),
 		"Shedder(WithPolicy)":                  second(bw.Shedder(mustBulkheads(t), bw.WithPolicy(bw.Consecutive(2)))),
 		"HandlerTimeout(WithMaxWait)":          second(bw.HandlerTimeout(time.Second, bw.WithMaxWait(time.Second))),
+		"NewRateLimiters(WithClusterBus(nil))": second(bw.NewRateLimiters(1, 1, bw.WithClusterBus(nil))),
+		"NewBulkheads(WithObserver(nil))":      second(bw.NewBulkheads(1, bw.WithObserver(nil))),
 	} {
 		if err == nil || !strings.Contains(err.Error(), "does not apply") {
 			t.Errorf("%s: %v, want a \"does not apply\" error", name, err)
