@@ -58,15 +58,19 @@ func (e exponential) Delay(n int, _ time.Duration) time.Duration {
 }
 
 // Constant always waits d.
-func Constant(d time.Duration) Backoff {
-	return BackoffFunc(func(int, time.Duration) time.Duration { return d })
-}
+func Constant(d time.Duration) Backoff { return constant(d) }
+
+type constant time.Duration
+
+func (d constant) Delay(int, time.Duration) time.Duration { return time.Duration(d) }
 
 // Linear waits base + (n-1)·step, capped at limit.
-func Linear(base, step, limit time.Duration) Backoff {
-	return BackoffFunc(func(n int, _ time.Duration) time.Duration {
-		return min(base+time.Duration(n-1)*step, limit)
-	})
+func Linear(base, step, limit time.Duration) Backoff { return linear{base, step, limit} }
+
+type linear struct{ base, step, limit time.Duration }
+
+func (l linear) Delay(n int, _ time.Duration) time.Duration {
+	return min(l.base+time.Duration(n-1)*l.step, l.limit)
 }
 
 // DecorrelatedJitter waits a random time in [base, 3·prev] capped at limit

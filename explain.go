@@ -58,7 +58,14 @@ func (t *Transport) Explain() string {
 	if len(plan) == 0 {
 		line(2, "delays", "none: a single attempt, never retried")
 	} else {
-		line(2, "delays", "up to %s (jittered below that), never shorter than a Retry-After", joinDurations(plan))
+		switch {
+		case c.backoffExact:
+			line(2, "delays", "%s, never shorter than a Retry-After", joinDurations(plan))
+		case c.backoffMax == nil:
+			line(2, "delays", "up to %s (the longest of 64 draws), never shorter than a Retry-After", joinDurations(plan))
+		default:
+			line(2, "delays", "up to %s (jittered below that), never shorter than a Retry-After", joinDurations(plan))
+		}
 	}
 	line(2, "idempotency", "%s", map[bool]string{
 		false: "GET, HEAD, OPTIONS, TRACE, PUT, DELETE and requests with an Idempotency-Key; others only when provably unsent",

@@ -118,3 +118,25 @@ func TestExplainLimits(t *testing.T) {
 		t.Errorf("Explain shows limits a transport does not have:\n%s", tr.Explain())
 	}
 }
+
+// Explain calls a backoff's delays jittered only when they are: a constant
+// or linear backoff waits exactly its delays.
+func TestExplainDelays(t *testing.T) {
+	for _, tc := range []struct {
+		b    bw.Backoff
+		want string
+	}{
+		{bw.Constant(250 * time.Millisecond), "delays           250ms, 250ms, never shorter than a Retry-After"},
+		{bw.Linear(100*time.Millisecond, 100*time.Millisecond, time.Second), "delays           100ms, 200ms, never shorter than a Retry-After"},
+		{bw.ExponentialJitter(100*time.Millisecond, time.Second), "delays           up to 100ms, 200ms (jittered below that)"},
+		{bw.BackoffFunc(func(int, time.Duration) time.Duration { return time.Second }), "delays           up to 1s, 1s (the longest of 64 draws)"},
+	} {
+		tr, err := bw.NewTransport(bw.WithBackoff(tc.b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(tr.Explain(), tc.want) {
+			t.Errorf("Explain lacks %q:\n%s", tc.want, tr.Explain())
+		}
+	}
+}

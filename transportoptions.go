@@ -30,6 +30,7 @@ type config struct {
 	maxAttempts        int
 	backoff            Backoff
 	backoffMax         func(n int, prev time.Duration) time.Duration // nil: estimate by drawing
+	backoffExact       bool                                          // backoffMax is the wait, not a bound
 	retryIf            func(context.Context, *http.Response, error) (bool, error)
 	retryNonIdempotent bool
 	bufferBodies       int64
@@ -145,11 +146,11 @@ func WithBackoff(b Backoff) Option {
 
 func (c *config) setBackoff(b Backoff) {
 	c.backoff = b
-	c.backoffMax = b.Delay
+	c.backoffMax, c.backoffExact = b.Delay, true
 	if bb, ok := b.(boundedBackoff); ok {
-		c.backoffMax = bb.MaxDelay
+		c.backoffMax, c.backoffExact = bb.MaxDelay, false
 	} else if _, random := b.(BackoffFunc); random {
-		c.backoffMax = nil // a function may be random: estimate
+		c.backoffMax, c.backoffExact = nil, false // a function may be random: estimate
 	}
 }
 
