@@ -80,8 +80,8 @@ func breakerOption(name string, fn func(*breakerConfig)) Option {
 // failed: a total outage opens it as fast as Window(10, auto) does, and a
 // failure rate that retries absorb never does. The window is sized from
 // the retry plan by a [Transport] (at least 10 s). Window(10, …) without a
-// ratio keeps ExternalService's exact contract. It configures the breakers
-// of [NewTransport] and [NewBreakers].
+// ratio keeps the exact contract of a count (see [Window]). It configures
+// the breakers of [NewTransport] and [NewBreakers].
 func WithPolicy(p Policy) Option {
 	return breakerOption("WithPolicy", func(c *breakerConfig) { c.policy = p })
 }

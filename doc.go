@@ -3,16 +3,111 @@
 //
 // Outbound, [Transport] is an [http.RoundTripper] for any [http.Client] that
 // runs each call through a call timeout, a retry loop, a per-host circuit
-// breaker, rate and concurrency limits and a per-attempt timeout. Every stage
-// reads the same classification of an attempt (see [Category]), so a 429 with
-// Retry-After pauses the host instead of tripping its breaker, a caller's own
-// cancellation never counts against the upstream, and a POST is retried only
-// when it provably never reached the server.
+// breaker, a pause gate, rate and concurrency limits and a per-attempt
+// timeout. Every stage reads the same classification of an attempt (see
+// [Category]), so a 429 with Retry-After pauses the host instead of
+// tripping its breaker, a caller's own cancellation never counts against
+// the upstream, and a POST is retried only when it provably never reached
+// the server.
 //
-// Inbound, [ClientRateLimit], [RouteBreaker], [Shedder] and [HandlerTimeout]
-// are middleware whose Middleware method is a func(http.Handler)
-// http.Handler: it mounts on chi with r.Use or r.With and wraps any net/http
-// handler.
+// Inbound, [ClientRateLimit], [RouteBreaker], [Shedder] and
+// [HandlerTimeout] return middleware, func(http.Handler) http.Handler: it
+// mounts on chi with r.Use or r.With and wraps any net/http handler.
+//
+// # Options
+//
+// Every constructor takes [Option] values and returns an error that joins
+// every invalid one, never a panic and never a surprise at request time.
+// An option given to a constructor it does not apply to is such an error,
+// which names both. Four rules name the options:
+//
+//   - Configure a stage with the options of the constructor that builds it.
+//     The breaker options ([WithPolicy], [WithOpenTimeout], ...) configure
+//     the breakers of [NewTransport] or [NewBreakers]; the limits that are
+//     off by default are added with their own options nested:
+//     WithRateLimit(limit, burst, WithMaxWait(0)).
+//   - Share a stage's state by giving its registry, with the option named
+//     after the registry's type: [WithBreakers], [WithPauseGates],
+//     [WithRateLimiters], [WithBulkheads]; [WithClusterBus] shares with
+//     other replicas.
+//   - Switch a stage off with Without… when it keeps state and is on by
+//     default ([WithoutBreaker], [WithoutPauseGate],
+//     [WithoutRetryBudget]); with zero when it is a number (a timeout of 0,
+//     WithMaxAttempts(1)). A stage configured, shared or switched off in
+//     two of these ways is a construction error.
+//   - A switch takes a bool: WithShadowMode(true). One option does one job
+//     wherever it applies: [WithKeyLimits] bounds every registry's keys,
+//     [WithMaxWait] every wait, [WithObserver] every observer.
+//
+// The options by concern, where they apply (T: [NewTransport], R:
+// [RetryStage], B: [NewBreakers], P: [NewPauseGates], L: [WithRateLimit]
+// and [NewRateLimiters], C: [WithConcurrencyLimit] and [NewBulkheads], M:
+// the inbound middleware), and their defaults:
+//
+//	timeouts
+//	  WithCallTimeout(d)               T               30s; 0: none
+//	  WithAttemptTimeout(d)            T               10s, or the call timeout when shorter; 0: none
+//	retries
+//	  WithMaxAttempts(n)               T R             3; 1: no retries
+//	  WithBackoff(b)                   T R             ExponentialJitter(100ms, 5s); Retry-After on top
+//	  WithRetryIf(fn)                  T R             retry what Category.Retryable says
+//	  WithRetryNonIdempotent(on)       T R             off: POST and PATCH only when provably not sent
+//	  WithBodyBuffering(max)           T R             0: a body without GetBody is sent once
+//	  WithRetryBudget(r, f, w)         T R             0.2 of calls + 3/s per key, over 10s
+//	  WithoutRetryBudget()             T R
+//	  WithMaxRetryAfter(d)             T R P           2m: the longest hint honoured, and pause
+//	classification
+//	  WithClassifier(c)                T R             Classify
+//	  WithSlowCallThreshold(d)         T R             off
+//	circuit breaker
+//	  WithPolicy(p)                    T B             Window(10, auto).WithRatio(0.5), 5 for a timeout
+//	  WithOpenTimeout(base, max)       T B             5s doubling to 60s
+//	  WithOpenJitter(f)                T B             0.1
+//	  WithHalfOpen(probes, successes)  T B             1 and 2
+//	  WithProbeTimeout(d)              T B             the attempt timeout; 10s for NewBreakers
+//	  WithCountAsFailure(cats...)      T B             none: 401/403/407 succeed, 429 is neutral
+//	  WithChargePerAttempt(on)         T R             off: charged once per call that gives up
+//	  WithShadowMode(on)               T B             off
+//	  WithFaultInjection(rate)         T B             0
+//	  WithBreakers(bs)                 T               the transport's own
+//	  WithoutBreaker()                 T
+//	pause gate
+//	  WithRateLimitHeaders(on)         T R P           on: paced on RateLimit and X-RateLimit-* fields
+//	  WithMaxWait(d)                   T R P           until the call's deadline
+//	  WithPauseGates(g)                T R             the transport's own
+//	  WithoutPauseGate()               T R
+//	limits
+//	  WithRateLimit(limit, burst, o…)  T               none
+//	  WithRateLimiters(rl)             T               none
+//	  WithConcurrencyLimit(n, o…)      T               none
+//	  WithBulkheads(bs)                T               none
+//	  WithMaxWait(d)                   L C             5s, within the call's deadline; 0: refuse at once
+//	  WithMaxQueue(n)                  C               0: no bound but the wait
+//	  WithAdaptiveLimit(a)             C               a fixed limit
+//	  WithSharedLimiter(s)             L               this replica's own
+//	hedging and failover
+//	  WithHedging(h)                   T               none
+//	  WithFailover(f)                  T               none
+//	keys and state
+//	  WithKeyFunc(fn)                  T R M           HostKey; RouteKey for RouteBreaker; one group for Shedder
+//	  WithKeyLimits(n, idle)           T R B P L C     10 000 keys, evicted after 10m idle
+//	  WithClusterBus(bus)              T R B P         this replica's own
+//	observing
+//	  WithObserver(o)                  T R B M         none; given twice, both observe
+//	  WithInsights(on)                 T R             off
+//	transport
+//	  WithBase(rt)                     T               a clone of http.DefaultTransport
+//	inbound middleware
+//	  WithDenyHandler(fn)              M               WriteProblem: RFC 9457 problem details
+//	  WithExempt(fn)                   M               none
+//	  WithRateLimitPolicyName(name)    ClientRateLimit "default"
+//	  WithXRateLimitHeaders(on)        ClientRateLimit off
+//	  WithShedRetryAfter(min, max)     Shedder         1s to 2s
+//	  WithTimeoutStatus(code)          HandlerTimeout  503
+//
+// [WithRequestPolicy] sets the attempts and the timeouts of one call
+// through its context. A [Config] holds the same configuration as JSON,
+// for files that CI checks with the breakwater command (cmd/breakwater).
 //
 // # Outcome categories
 //
@@ -22,15 +117,15 @@
 // # Circuit breakers
 //
 // [Breakers] holds one [Breaker] per key (by default the request's host and
-// port, see [HostKey]). A breaker counts failing calls with a [Policy] (a sliding
-// window, consecutive failures or a failure rate), opens, waits an open
-// duration that grows on each consecutive reopen, and then lets a bounded
-// number of probes through before closing again. The default policy is
-// volume-aware: it opens on the 11th failing call within its window (the
-// 5th that timed out) once at least half of the calls made since the first
-// of them failed, so that a failure rate that retries absorb never opens
-// it while a total outage opens it as fast as a plain count would (see
-// [WithPolicy] and [Policy.WithRatio]).
+// port, see [HostKey]). A breaker counts failing calls with a [Policy] (a
+// sliding window, consecutive failures or a failure rate), opens, waits an
+// open duration that grows on each consecutive reopen, and then lets a
+// bounded number of probes through before closing again. The default
+// policy is volume-aware: it opens on the 11th failing call within its
+// window (the 5th that timed out) once at least half of the calls made
+// since the first of them failed, so that a failure rate that retries
+// absorb never opens it while a total outage opens it as fast as a plain
+// count would (see [WithPolicy] and [Policy.WithRatio]).
 //
 // # Charging the breaker
 //
@@ -58,10 +153,10 @@
 //     replayed, and when the caller cancels or the call timeout passes
 //     during the backoff, the call ends and its pending failure is charged.
 //   - When the breaker itself refuses the retry (it opened meanwhile) the
-//     pending failure is dropped: the call is not charged, as in
-//     ExternalService.
+//     pending failure is dropped: the call is not charged twice for one
+//     outage.
 //   - A half-open probe's outcome is recorded at once, and with
-//     [WithMeltPerAttempt] every failing attempt is.
+//     WithChargePerAttempt(true) every failing attempt is.
 //   - With [WithHedging], an attempt that fails while a hedge of it (or the
 //     attempt it hedges) still runs is a failure a retry follows: pending.
 //     An attempt cancelled because another answered first is neutral.
@@ -72,16 +167,47 @@
 //
 // # Rate limits, pauses and bulkheads
 //
-// [RateLimiters] keeps a token bucket per key (on golang.org/x/time/rate)
-// that waits for a token within the caller's deadline or refuses at once;
-// [PauseGates] holds a key while its upstream asked it to wait (a 429's
-// Retry-After or a spent quota in RateLimit fields; 503s with Retry-After
-// only when they answer most of its attempts), and releases the calls it
-// held one probe first, then spread out; [Bulkheads]
-// bound the requests in flight per key, with an optional FIFO queue and an
-// adaptive limit ([AIMD], [Gradient]). A [Transport] runs them for every
-// attempt, after the breaker admits it; each is also usable on its own, as
-// inbound middleware does.
+// [RateLimiters] keeps a token bucket per key; [PauseGates] holds a key
+// while its upstream asked it to wait (a 429's Retry-After or a spent
+// quota in RateLimit fields; 503s with Retry-After only when they answer
+// most of its attempts), and releases the calls it held one probe first,
+// then spread out; [Bulkheads] bound the requests in flight per key, with
+// an adaptive limit if asked ([AIMD], [Gradient]). Each waits for its turn
+// by default, in arrival order, within the call's deadline and up to its
+// [WithMaxWait], and refuses with an [*Error] when the wait would be
+// longer. A [Transport] runs them for every attempt, after the breaker
+// admits it; each registry is also usable on its own, as inbound
+// middleware does.
+//
+// # Errors
+//
+// A call that ends without a success returns what its last attempt
+// returned, as a bare [http.Client] would: a response (a 503 when the
+// attempts ran out, a 429 whose Retry-After was too long) with a nil
+// error, or an error. Check resp.StatusCode as you would without
+// breakwater. A retry that the breaker or a limit refuses ends the call
+// with that refusal. The error of a call that failed is the upstream's own after
+// one attempt, else an [*Error] with the attempts made that wraps the last
+// attempt's error; a refusal or a timeout of breakwater's is an [*Error]
+// that matches one sentinel (see [ErrCircuitOpen] for the table). Through
+// the *url.Error that [http.Client.Do] wraps it in, errors.Is and
+// errors.As see:
+//
+//   - errors.Is(err, context.DeadlineExceeded), and os.IsTimeout(err),
+//     for every timeout, after any number of retries: [ErrCallTimeout]
+//     when the call timeout ended the call or left no room for another
+//     attempt, [ErrAttemptTimeout] when the attempt timeout ended the last
+//     attempt and the call stopped with time left (its attempts, the retry
+//     budget or its body allowed no other), the caller's own
+//     context.DeadlineExceeded when the caller's deadline came first;
+//   - errors.Is(err, ErrCircuitOpen) for every breaker rejection (a
+//     half-open breaker's also matches [ErrHalfOpenBusy]), and
+//     errors.Is(err, ErrRateLimited), ErrConcurrencyLimit, ErrPaused or
+//     ErrRetryBudget for the other refusals;
+//   - [RetryAfter](err) for when a refused call may be made again, never
+//     0 with true;
+//   - errors.As(err, &e) with e an *[Error] for the key, the mechanism and
+//     the attempts made.
 //
 // # Hedging and failover
 //
@@ -98,23 +224,20 @@
 // Mount them outermost first in this order: [ClientRateLimit] turns an
 // abusive client away before it costs anything; [RouteBreaker] fails fast
 // on a route whose handler keeps failing, without taking a slot;
-// [Shedder] bounds the requests in progress, with a short queue; and
-// [HandlerTimeout] bounds each handler, its timeouts counting against the
-// route breaker and an adaptive limit. Rejections are RFC 9457
-// application/problem+json responses with Retry-After (see [WriteProblem]
-// and [WithDenyHandler]). Clients are keyed by [RemoteAddrKey] (IPv6 by
-// /64), [ForwardedForKey] behind trusted proxies, [HeaderKey], or any
-// [KeyFunc]; routes by [RouteKey], the chi route pattern.
+// [Shedder] bounds the requests in progress; and [HandlerTimeout] bounds
+// each handler, its timeouts counting against the route breaker and an
+// adaptive limit. Rejections are RFC 9457 application/problem+json
+// responses with Retry-After (see [WriteProblem] and [WithDenyHandler]).
+// Clients are keyed by [RemoteAddrKey] (IPv6 by /64), [ForwardedForKey]
+// behind trusted proxies, [HeaderKey], or any [KeyFunc]; routes by
+// [RouteKey], the chi route pattern.
 //
-// Every inbound middleware is a value built by a constructor that checks
-// its configuration and returns an error for a bad one (New…(essential
-// arguments, options…) (*T, error)); its Middleware method has the shape
-// func(http.Handler) http.Handler, so it mounts on chi with
-// r.Use(t.Middleware) or r.With(t.Middleware) and wraps any net/http
-// handler. The values, not bare functions, are the API because they own
-// state a program needs to reach after mounting: breakers to trip or reset,
-// snapshots for a status page, and Close for the per-client store. Nothing
-// is validated or can fail per request.
+// Each constructor checks its configuration and returns the middleware or
+// an error; nothing is validated or can fail per request. The state a
+// program reaches after mounting lives in the registry the middleware is
+// given: the [Breakers] of a RouteBreaker to trip or reset routes, the
+// [RateLimiters] of a ClientRateLimit, the [Bulkheads] of a Shedder, each
+// with a Snapshot for a status page.
 //
 // Stacked breakwater middleware share one wrapped ResponseWriter and report
 // one [EventRequest] per request (from the outermost middleware that has an
@@ -125,21 +248,18 @@
 //
 // # Observing and explaining
 //
-// An [Observer] given with [WithObserver] or [WithInboundObserver] receives
-// every call, attempt, retry, rejection, wait and breaker transition as an
-// [Event]; [WithLogger] logs them through log/slog, the prom subpackage
-// exports them to Prometheus, and the otelbw module to OpenTelemetry, as
-// metrics and span events (a base transport reads which attempt it is
-// running with [AttemptFromContext]). [Transport.Snapshot] and
-// [SnapshotHandler] show the state of every breaker, bucket, pause and
-// bulkhead, with the plain-words findings of an [Insights] observer; the
-// status subpackage serves them as a live page for operators.
-// [Transport.Explain] describes a configuration in words, and
-// [Transport.Simulate] runs it, with the transport's own breaker, against
-// an imagined outage in virtual time; the timeline subpackage draws either
-// real or simulated traffic as SVG. A [Config] holds a configuration as
-// JSON, the schema the breakwater command (cmd/breakwater) explains,
-// simulates and checks in CI.
+// An [Observer] given with [WithObserver] receives every call, attempt,
+// retry, rejection, wait and breaker transition as an [Event];
+// [LogObserver] logs them through log/slog, the prom subpackage exports
+// them to Prometheus, and the otelbw module to OpenTelemetry, as metrics
+// and span events (a base transport reads which attempt it is running with
+// [AttemptFromContext]). [Transport.Snapshot] and the registries' Snapshot
+// methods show the state of every breaker, bucket, pause and bulkhead,
+// with the plain-words findings of [WithInsights]; the status subpackage
+// serves them as a live page for operators. [Transport.Explain] describes
+// a configuration in words, and [Transport.Simulate] runs it, with the
+// transport's own breaker, against an imagined outage in virtual time; the
+// timeline subpackage draws either real or simulated traffic as SVG.
 //
 // # Composing stages
 //
@@ -147,4 +267,39 @@
 // [CallTimeout], [RetryStage], [BreakerStage], [AttemptTimeout] and stages
 // of your own in any order, first listed outermost; a breaker stage inside
 // a retry stage is still charged once per call that gives up.
+//
+// # Glossary
+//
+//   - call: one RoundTrip, all its attempts, waits and body included.
+//   - attempt: one request sent to the base transport; a retry or a
+//     hedge is another attempt of the same call.
+//   - key: what state is kept under, an upstream host outbound, a client
+//     or a route inbound (see [KeyFunc]).
+//   - closed, open, half-open: a breaker that admits calls, one that
+//     refuses them for its open duration, and one that lets a few probes
+//     through to find out whether the upstream is back ([State]).
+//   - probe: an attempt a half-open breaker admits; its outcome closes the
+//     breaker or opens it again, for longer.
+//   - trip: open a breaker by hand ([Breaker.Trip]) or, on another replica,
+//     by a message on the cluster bus.
+//   - charge: record a failure against a breaker; a call is charged at
+//     most once (see "Charging the breaker").
+//   - neutral: an outcome that counts neither for nor against the
+//     upstream: a 429, a 503 with Retry-After, the caller's cancellation.
+//   - shadow mode: a breaker that counts and reports what it would refuse,
+//     and refuses nothing.
+//   - pause: the time an upstream asked a key to wait (Retry-After, a
+//     spent quota); hold: the calls a pause gate keeps until it ends.
+//   - pacing: spreading calls over a quota the upstream announced in
+//     RateLimit fields, before it refuses them.
+//   - token bucket: a rate limit of limit tokens per second and a burst
+//     of burst tokens, one token per attempt (kept as one timestamp per
+//     key, the generic cell rate algorithm).
+//   - bulkhead, slot: a bound on the requests in flight per key, and one
+//     admission by it, held until the response body is closed.
+//   - shed: refuse a request because the server is at capacity.
+//   - retry budget: the retries allowed per key, a share of the calls.
+//   - hedge: a copy of a slow attempt sent before it failed.
+//   - endpoint, tier, ejection: one of several base URLs of an upstream
+//     ([WithFailover]), its health, and its removal for a while.
 package breakwater

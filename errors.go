@@ -14,16 +14,16 @@ import (
 // carries the details. The table of rejections says which part of
 // breakwater makes each, and what [Classify] makes of it:
 //
-//	sentinel              also matches              mechanism     inbound        category
-//	ErrAttemptTimeout     context.DeadlineExceeded  timeout       –              timeout
-//	ErrCallTimeout        context.DeadlineExceeded  timeout       –              timeout
-//	http.ErrHandlerTimeout  –                       –             timeout (503)  timeout
-//	ErrCircuitOpen        –                         breaker       route_breaker (503)  rejected
-//	ErrHalfOpenBusy       ErrCircuitOpen            breaker       route_breaker (503)  rejected
-//	ErrPaused             –                         pause         –              rejected
-//	ErrRateLimited        –                         rate_limit    rate_limit (429)     rejected
-//	ErrConcurrencyLimit   –                         concurrency   shed (503)     rejected
-//	ErrRetryBudget        –                         retry_budget  –              rejected
+//	sentinel                also matches              mechanism     inbound              category
+//	ErrAttemptTimeout       context.DeadlineExceeded  timeout       –                    timeout
+//	ErrCallTimeout          context.DeadlineExceeded  timeout       –                    timeout
+//	http.ErrHandlerTimeout  –                         –             timeout (503)        timeout
+//	ErrCircuitOpen          –                         breaker       route_breaker (503)  rejected
+//	ErrHalfOpenBusy         ErrCircuitOpen            breaker       route_breaker (503)  rejected
+//	ErrPaused               –                         pause         –                    rejected
+//	ErrRateLimited          –                         rate_limit    rate_limit (429)     rejected
+//	ErrConcurrencyLimit     –                         concurrency   shed (503)           rejected
+//	ErrRetryBudget          –                         retry_budget  –                    rejected
 //
 // Every breaker rejection matches ErrCircuitOpen, a half-open breaker's
 // also ErrHalfOpenBusy; every timeout of breakwater's matches

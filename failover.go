@@ -17,12 +17,12 @@ import (
 // limits are kept per endpoint, and a retry or a hedge goes to an endpoint
 // the call has not tried yet when a healthy one is left.
 //
-// Endpoints are sorted into health tiers, in the manner of Lasso:
+// Endpoints are sorted into health tiers, in the manner of [Lasso]:
 // healthy; degraded (its breaker half-open, paused by the upstream, or
 // just throttled); ejected (its breaker open, or taken out by outlier
 // detection). Attempts go to the best tier, in turns or to the endpoint
 // with the fewest attempts in flight. Outlier detection works in the manner
-// of Envoy's: an endpoint is ejected after Consecutive failing attempts in
+// of [Envoy's]: an endpoint is ejected after Consecutive failing attempts in
 // a row, or when over the last 10 s (at least 20 attempts) its failure rate
 // is at least twice the other endpoints' plus 10 points. An ejection lasts
 // Ejection, doubling with each ejection that follows the endpoint's return
@@ -40,6 +40,9 @@ import (
 // [ErrCircuitOpen] only when every endpoint's breaker is open.
 //
 // The zero value of every field but Endpoints is a sound default.
+//
+// [Lasso]: https://docs.lasso.sh/
+// [Envoy's]: https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/outlier
 type Failover struct {
 	// Endpoints are the base URLs, "http[s]://host[:port][/path]", at
 	// least one and at most 64. An attempt replaces the request URL's

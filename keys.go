@@ -11,21 +11,20 @@ import (
 	"github.com/go-chi/chi/v5"
 )
 
-// Inbound keys. A [KeyFunc] names what an inbound middleware keeps state
-// for: the client a rate limit counts, the route a route breaker guards.
-// Keys are compared as strings; the functions below never return a key
-// that grows with attacker-chosen input except [HeaderKey], whose values
-// the rate limit bounds (see [NewRateLimit]).
-//
-// Constructors that take configuration data ([ForwardedForKey]'s proxy
-// list, typically read from a flag or the environment) return an error;
-// constructors whose argument is a literal in the program ([HeaderKey])
-// panic on a malformed one, like regexp.MustCompile.
-
 // KeyFunc names what a request is counted under. Outbound, it is the
 // upstream the request goes to: breakers, retry budgets, limits and pause
-// gates are kept per key. Inbound, it is the client a rate limit counts or
-// the route a route breaker guards (see [RemoteAddrKey] and [RouteKey]).
+// gates are kept per key ([HostKey] by default). Inbound, it is the client
+// a rate limit counts ([RemoteAddrKey], [ForwardedForKey], [HeaderKey]) or
+// the route a route breaker guards ([RouteKey]).
+//
+// Keys are compared as strings. The key functions of this package never
+// return a key that grows with attacker-chosen input, except [HeaderKey],
+// whose values the client chooses; every registry bounds the keys it keeps
+// (see [WithKeyLimits]) without refusing a key for lack of room. Those that
+// take configuration data ([ForwardedForKey]'s proxy list, typically read
+// from a flag or the environment) return an error; those whose argument is
+// a literal in the program ([HeaderKey]) panic on a malformed one, like
+// regexp.MustCompile.
 type KeyFunc func(*http.Request) string
 
 // HostKey is the default [KeyFunc]: the request URL's host[:port] for https

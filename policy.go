@@ -46,9 +46,10 @@ type Policy struct {
 
 // Window opens the breaker on the (tolerate+1)-th failure counted within the
 // sliding window: a failure at time t is counted at now while t > now-within.
-// Successes never decrement the count. This is ExternalService's policy,
-// and its contract is exact: Window(10, …) opens on the 11th failing call
-// whatever the call volume. [Policy.WithRatio] makes it volume-aware.
+// Successes never decrement the count. This is the policy of the Elixir
+// library [ExternalService], and its contract is exact: Window(10, …)
+// opens on the 11th failing call whatever the call volume.
+// [Policy.WithRatio] makes it volume-aware.
 // tolerate is at most 1,073,741,824, and a breaker's memory does not grow with
 // it: above 31 failures are counted in 32 buckets of within/32, and a
 // failure then counts for up to within·33/32.
@@ -57,12 +58,14 @@ type Policy struct {
 // retry plan (twice the time tolerate failing calls take, at least 10 s) so
 // that sequential failing calls can open it; a bare [Breakers] uses
 // 10 s.
+//
+// [ExternalService]: https://hexdocs.pm/external_service/
 func Window(tolerate int, within time.Duration) Policy {
 	return Policy{kind: policyWindow, tolerate: tolerate, within: within}
 }
 
 // Consecutive opens the breaker on the n-th consecutive failure; any success
-// resets the count. This is Lasso's and Prismatic's policy.
+// resets the count: the classic circuit breaker's count.
 func Consecutive(n int) Policy {
 	return Policy{kind: policyConsecutive, threshold: n}
 }
@@ -70,9 +73,11 @@ func Consecutive(n int) Policy {
 // WithCategoryThreshold returns a copy of a [Consecutive] or [Window]
 // policy that opens when a failure of category c brings the count (of
 // consecutive failures, or of failures within the window) to n, whatever
-// categories the earlier failures had, as Lasso's per-category thresholds
-// do. For example Consecutive(5) with a Timeout threshold of 2 opens on
-// server error, server error, timeout.
+// categories the earlier failures had, as the per-category thresholds of
+// [Lasso] do. For example Consecutive(5) with a Timeout threshold of 2
+// opens on server error, server error, timeout.
+//
+// [Lasso]: https://docs.lasso.sh/
 func (p Policy) WithCategoryThreshold(c Category, n int) Policy {
 	if c < numCategories {
 		p.byCategory[c] = n

@@ -214,7 +214,7 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 // charge reports an attempt's outcome to the breaker by the rules of the
 // package documentation ("Charging the breaker"): a failure that a retry
 // follows stays pending until the call ends (settle), unless it is a
-// half-open probe's or every failing attempt melts; a success forgets it;
+// half-open probe's or every failing attempt is charged; a success forgets it;
 // neutral outcomes and local refusals leave it; the breaker's own refusal
 // drops it. An inner BreakerStage defers its failing permits here too.
 func (t *Transport) charge(c *call, a attemptResult, retry bool) {

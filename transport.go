@@ -43,6 +43,16 @@ import (
 // response: its connection is closed and the attempt fails with a
 // [NetworkError], retried like a reset.
 //
+// A call that ends without a success returns what its last attempt
+// returned, as a bare [http.Client] would: when the attempts run out on
+// 503s, the last 503 with a nil error; check resp.StatusCode as you would
+// without breakwater. A retry that the breaker or a limit refuses ends the
+// call with that refusal. An error is the upstream's own after one attempt,
+// else an [*Error] with the attempts made; a refusal or a timeout of
+// breakwater's is an [*Error] matching one sentinel, and every timeout
+// matches [context.DeadlineExceeded] (see "Errors" in the package
+// documentation for which timeout it names).
+//
 // Build a Transport with [NewTransport]; the zero value is not usable.
 type Transport struct {
 	cfg      config
@@ -71,7 +81,18 @@ func keyOf(fn KeyFunc, req *http.Request) (key string, err error) {
 
 // NewTransport builds a Transport over the default chain, configured by
 // opts, or returns an error describing every invalid option at once (see
-// [Option]).
+// [Option], and the table of options in the package documentation). With
+// no options it times a call out after 30 s and an attempt after 10 s,
+// makes up to 3 attempts, opens a key's breaker on its 11th failing call
+// within the window once half of its calls fail, and pauses a key its
+// upstream asked to wait.
+//
+// A call that ends without a success returns its last attempt's result:
+// the response with a nil error when the upstream answered (the third of
+// three 503s, or a 503 after which no retry fitted before the deadline),
+// or the attempt's error, wrapped in an [*Error] that counts the attempts.
+// A retry that the breaker or a limit refuses ends the call with that
+// refusal.
 func NewTransport(opts ...Option) (*Transport, error) {
 	cfg := newConfig()
 	s := settings{to: "NewTransport", transport: &cfg, breaker: &cfg.breaker, pause: &cfg.pause}

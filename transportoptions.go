@@ -155,14 +155,17 @@ func (c *config) setBackoff(b Backoff) {
 }
 
 // WithRetryIf replaces the category-based decision of whether an attempt's
-// result is worth retrying. Its signature is go-retryablehttp's CheckRetry,
-// so retryablehttp.DefaultRetryPolicy and ErrorPropagatedRetryPolicy plug in
-// as they are. Returning a non-nil error ends the call with that error.
-// breakwater's safety rules still apply on top: our own rejections and the
-// caller's cancellation are never retried, non-idempotent requests only
-// when provably not sent, bodies only when replayable, and never past the
-// deadline or the retry budget. A panicking fn means "do not retry". It
-// configures [NewTransport] and [RetryStage].
+// result is worth retrying. Its signature is the CheckRetry of
+// [go-retryablehttp], so retryablehttp.DefaultRetryPolicy and
+// ErrorPropagatedRetryPolicy plug in as they are. Returning a non-nil
+// error ends the call with that error. breakwater's safety rules still
+// apply on top: our own rejections and the caller's cancellation are
+// never retried, non-idempotent requests only when provably not sent,
+// bodies only when replayable, and never past the deadline or the retry
+// budget. A panicking fn means "do not retry". It configures
+// [NewTransport] and [RetryStage].
+//
+// [go-retryablehttp]: https://pkg.go.dev/github.com/hashicorp/go-retryablehttp#CheckRetry
 func WithRetryIf(fn func(ctx context.Context, resp *http.Response, err error) (bool, error)) Option {
 	return transportOption("WithRetryIf", true, func(c *config) { c.retryIf = fn })
 }
@@ -231,7 +234,8 @@ func WithSlowCallThreshold(d time.Duration) Option {
 // WithInsights, when on, keeps a few counters per key over the last five
 // minutes (about 1.5 KiB a key, for at most 10 000 keys) and turns them
 // into plain-words warnings that [Transport.Snapshot] carries as [Insight]
-// values, in the manner of ExternalService's insights:
+// values, in the manner of the insights of the Elixir library
+// [ExternalService]:
 //
 //   - breaker_never_opened: at least 20 % of at least 20 calls failed in
 //     the last minute and the breaker did not open;
@@ -246,6 +250,8 @@ func WithSlowCallThreshold(d time.Duration) Option {
 //     calls needed a retry in the last minute.
 //
 // It configures [NewTransport] and [RetryStage]. Default: off.
+//
+// [ExternalService]: https://hexdocs.pm/external_service/
 func WithInsights(on bool) Option {
 	return transportOption("WithInsights", true, func(c *config) { c.insights = on })
 }
