@@ -127,8 +127,9 @@ func TestLowerBound(t *testing.T) {
 		want         float64
 	}{
 		{11, 11, 0.74}, {5, 5, 0.57}, {0, 10, 0}, {500, 1000, 0.47},
+		{1, 1, 0.21}, {5, 10, 0.24}, {1, 100, 0.0018},
 	} {
-		if got := LowerBound(tc.fails, tc.calls); math.Abs(got-tc.want) > 0.01 {
+		if got := LowerBound(tc.fails, tc.calls); !(math.Abs(got-tc.want) <= 0.01) { // NaN fails too
 			t.Errorf("LowerBound(%d, %d) = %.3f, want %.2f", tc.fails, tc.calls, got, tc.want)
 		}
 	}
