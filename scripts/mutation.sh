@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Mutation testing of the root package's core files with gremlins (pinned
+# Mutation testing of the root module's core files with gremlins (pinned
 # below). Each mutant is one operator changed in one place (< for <=, + for -,
-# == for != …); the root package's tests run against it and should fail.
+# == for != …); the tests of the mutated file's package run against it and
+# should fail.
 #
-#   scripts/mutation.sh                      # every core file, whole (long: hours on 2 cores)
-#   scripts/mutation.sh window.go policy.go  # these files, whole
-#   scripts/mutation.sh -diff [BASE]         # only the lines changed since BASE (default HEAD~1)
+#   scripts/mutation.sh                        # every core file, whole (long: hours on 2 cores)
+#   scripts/mutation.sh policy.go gcra.go      # these files, whole (a path from the root)
+#   scripts/mutation.sh -diff [BASE]           # only the lines changed since BASE (default HEAD~1)
 #
 # A whole-file run prints each file's score, killed / (killed + survived), and
 # every survivor, and fails when a file scores below MUTATION_MIN (95). A diff
@@ -29,12 +30,12 @@ gremlins_version=v0.6.0
 core=(
   adaptive.go admission.go attempt.go backoff.go body.go breaker.go
   breakeroptions.go breakers.go classify.go clientratelimit.go concurrency.go
-  gcra.go handlertimeout.go keyed.go middleware.go pausegate.go policy.go
-  ratelimit.go retry.go retryafter.go routebreaker.go shedder.go timeout.go
-  transport.go window.go
+  gcra.go handlertimeout.go middleware.go pausegate.go policy.go ratelimit.go
+  retry.go retryafter.go routebreaker.go shedder.go timeout.go transport.go
+  internal/keyed/keyed.go internal/window/window.go
 )
 
-usage() { sed -n '5,8p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '7,9p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 mode=whole base=
 files=()
@@ -79,60 +80,85 @@ out=${MUTATION_OUT:-$tmp}
 mkdir -p "$out"
 
 GOBIN="$tmp/bin" go install "github.com/go-gremlins/gremlins/cmd/gremlins@$gremlins_version"
-
-# gremlins runs only the mutants whose position its coverage profile marks as
-# reached, but Go's cover tool puts no counters on switch case expressions or
-# constant declarations, so gremlins reports those mutants NOT COVERED and
-# never runs them (go-gremlins/gremlins#298). This shim stands in for go on
-# PATH and, after gremlins' coverage run, marks the selected files reached
-# from top to bottom, so that every mutant in them runs; one that no test
-# reaches survives, as it should.
 module=$(go list -m)
 real_go=$(command -v go)
-mkdir -p "$tmp/shim"
-{
-  echo '#!/usr/bin/env bash'
-  echo "\"$real_go\" \"\$@\" || exit"
-  echo 'profile=; prev=; for a in "$@"; do [ "$prev" = -coverprofile ] && profile=$a; prev=$a; done'
-  echo '[ -n "$profile" ] || exit 0'
-  for f in "${files[@]}"; do
-    echo "echo '$module/$f:1.1,1000000.1 1 1' >> \"\$profile\""
+all_go=$(git ls-files --cached --others --exclude-standard '*.go' | grep -v '_test\.go$')
+
+# unleash runs gremlins over the files given, writing its report to $1. A
+# file of the root package is tested by the root package's tests; one of an
+# internal package by the whole module's (gremlins' integration mode): the
+# root package's tests exercise it more than its own do.
+unleash() {
+  local report=$1; shift
+  local sel=("$@") extra=()
+  [[ ${sel[0]} == */* ]] && extra=(-i)
+
+  # gremlins runs only the mutants whose position its coverage profile marks
+  # as reached, but Go's cover tool puts no counters on switch case
+  # expressions or constant declarations, so gremlins reports those mutants
+  # NOT COVERED and never runs them (go-gremlins/gremlins#298). This shim
+  # stands in for go on PATH and, after gremlins' coverage run, marks the
+  # selected files reached from top to bottom, so that every mutant in them
+  # runs; one that no test reaches survives, as it should.
+  rm -rf "$tmp/shim" && mkdir -p "$tmp/shim"
+  {
+    echo '#!/usr/bin/env bash'
+    echo "\"$real_go\" \"\$@\" || exit"
+    echo 'profile=; prev=; for a in "$@"; do [ "$prev" = -coverprofile ] && profile=$a; prev=$a; done'
+    echo '[ -n "$profile" ] || exit 0'
+    for f in "${sel[@]}"; do
+      echo "echo '$module/$f:1.1,1000000.1 1 1' >> \"\$profile\""
+    done
+  } > "$tmp/shim/go"
+  chmod +x "$tmp/shim/go"
+
+  # Exclude everything but the selected files, in every directory: gremlins
+  # takes only exclusions, and names files by their path in the repository.
+  local excludes=() f s keep
+  for f in $all_go; do
+    keep=
+    for s in "${sel[@]}"; do [ "$s" = "$f" ] && keep=1; done
+    [ -n "$keep" ] || excludes+=(-E "^${f//./\\.}\$")
   done
-} > "$tmp/shim/go"
-chmod +x "$tmp/shim/go"
 
-# Exclude everything but the selected files: gremlins takes only exclusions.
-excludes=(-E '/')
-for f in $(git ls-files --cached --others --exclude-standard '*.go' | grep -v / | grep -v '_test\.go$'); do
-  keep=
-  for s in "${files[@]}"; do [ "$s" = "$f" ] && keep=1; done
-  [ -n "$keep" ] || excludes+=(-E "^${f//./\\.}\$")
+  local args=(unleash "${extra[@]}" --workers "${MUTATION_WORKERS:-1}" --timeout-coefficient "${MUTATION_TIMEOUT:-5}"
+    -o "$report" "${excludes[@]}")
+  if [ "$mode" = diff ]; then
+    args+=(-D "$base" -S ltk)
+  else
+    args+=(-S ltkvc)
+  fi
+
+  # -short and -vet=off keep each mutant's test run short. -count=1 makes the
+  # coverage run, whose length sets the mutants' timeout, really run. The
+  # diff settings make git print hunks without context, which gremlins' diff
+  # reader needs to see every changed line (it takes a hunk's added lines to
+  # be contiguous).
+  local start; start=$(date +%s)
+  PATH="$tmp/shim:$PATH" GOFLAGS="${GOFLAGS:+$GOFLAGS }-count=1 -vet=off -short" \
+    GIT_CONFIG_COUNT=3 \
+    GIT_CONFIG_KEY_0=diff.context GIT_CONFIG_VALUE_0=0 \
+    GIT_CONFIG_KEY_1=diff.noprefix GIT_CONFIG_VALUE_1=false \
+    GIT_CONFIG_KEY_2=diff.mnemonicPrefix GIT_CONFIG_VALUE_2=false \
+    "$tmp/bin/gremlins" "${args[@]}" .
+  echo "mutation: gremlins took $(( $(date +%s) - start ))s for ${sel[*]}"
+}
+
+root=() internal=() reports=()
+for f in "${files[@]}"; do
+  if [[ $f == */* ]]; then internal+=("$f"); else root+=("$f"); fi
 done
-
-args=(unleash --workers "${MUTATION_WORKERS:-1}" --timeout-coefficient "${MUTATION_TIMEOUT:-5}"
-  -o "$out/gremlins.json" "${excludes[@]}")
-if [ "$mode" = diff ]; then
-  args+=(-D "$base" -S ltk)
-else
-  args+=(-S ltkvc)
+if [ ${#root[@]} -gt 0 ]; then
+  unleash "$out/gremlins.json" "${root[@]}"
+  reports+=("$out/gremlins.json")
+fi
+if [ ${#internal[@]} -gt 0 ]; then
+  unleash "$out/gremlins-internal.json" "${internal[@]}"
+  reports+=("$out/gremlins-internal.json")
 fi
 
-# -short and -vet=off keep each mutant's test run short. -count=1 makes the
-# coverage run, whose length sets the mutants' timeout, really run. The diff
-# settings make git print hunks without context, which gremlins' diff reader
-# needs to see every changed line (it takes a hunk's added lines to be
-# contiguous).
-start=$(date +%s)
-PATH="$tmp/shim:$PATH" GOFLAGS="${GOFLAGS:+$GOFLAGS }-count=1 -vet=off -short" \
-  GIT_CONFIG_COUNT=3 \
-  GIT_CONFIG_KEY_0=diff.context GIT_CONFIG_VALUE_0=0 \
-  GIT_CONFIG_KEY_1=diff.noprefix GIT_CONFIG_VALUE_1=false \
-  GIT_CONFIG_KEY_2=diff.mnemonicPrefix GIT_CONFIG_VALUE_2=false \
-  "$tmp/bin/gremlins" "${args[@]}" .
-echo "mutation: gremlins took $(( $(date +%s) - start ))s"
-
 if [ "$mode" = diff ]; then
-  go run ./internal/tools/mutants -equivalent scripts/mutation-equivalent.txt -fail-on-survivor "$out/gremlins.json"
+  go run ./internal/tools/mutants -equivalent scripts/mutation-equivalent.txt -fail-on-survivor "${reports[@]}"
 else
-  go run ./internal/tools/mutants -equivalent scripts/mutation-equivalent.txt -min "${MUTATION_MIN:-95}" "$out/gremlins.json"
+  go run ./internal/tools/mutants -equivalent scripts/mutation-equivalent.txt -min "${MUTATION_MIN:-95}" "${reports[@]}"
 fi
