@@ -8,6 +8,7 @@ package window
 
 import (
 	"math"
+	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -105,13 +106,32 @@ func NewRate(within time.Duration) Rate {
 	return Rate{width: max(1, int64(within)/Buckets), buckets: make([]bucket, Buckets)}
 }
 
-// Add adds calls and fails to the bucket of now.
+// recycling marks a bucket whose counts are being zeroed for a new epoch;
+// Sum skips it and Add waits for the new epoch.
+const recycling = math.MinInt64
+
+// Add adds calls and fails to the bucket of now. A bucket holding an older
+// epoch is recycled first: marked, zeroed, then given now's epoch, so an
+// addition made for the new epoch is never zeroed by the recycling. An
+// addition for an epoch older than the bucket's goes to the newer one.
 func (r *Rate) Add(now int64, calls, fails int64) {
 	e := now/r.width + 1
 	bk := &r.buckets[e%Buckets]
-	if old := bk.epoch.Load(); old != e && bk.epoch.CompareAndSwap(old, e) {
-		bk.calls.Store(0)
-		bk.fails.Store(0)
+	for {
+		old := bk.epoch.Load()
+		if old >= e {
+			break
+		}
+		if old == recycling {
+			runtime.Gosched()
+			continue
+		}
+		if bk.epoch.CompareAndSwap(old, recycling) {
+			bk.calls.Store(0)
+			bk.fails.Store(0)
+			bk.epoch.Store(e)
+			break
+		}
 	}
 	if calls != 0 {
 		bk.calls.Add(calls)

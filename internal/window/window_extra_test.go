@@ -137,3 +137,35 @@ func TestLowerBound(t *testing.T) {
 		t.Error("LowerBound of no calls")
 	}
 }
+
+// TestRateRecyclingLosesNothing adds from many goroutines at once to a bucket
+// that holds an older epoch: the addition that recycles it and those racing
+// it all count, and the old epoch's counts are gone.
+func TestRateRecyclingLosesNothing(t *testing.T) {
+	rounds := 3000
+	if testing.Short() {
+		rounds = 50
+	}
+	for range rounds {
+		r := NewRate(time.Second)
+		r.Add(0, 5, 5)
+		now := int64(time.Second) // the same bucket, Buckets epochs later
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for range 20 {
+					r.Add(now, 1, 1)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if c, f := r.Sum(now); c != 160 || f != 160 {
+			t.Fatalf("Sum = %d, %d; want 160, 160", c, f)
+		}
+	}
+}
