@@ -153,30 +153,43 @@ func (c *config) buildLimits() (limits, error) {
 
 // admit runs the pause gate, the token bucket and the bulkhead for one
 // attempt of c, in that order, waiting until dl at the latest (the call's
-// deadline; now for a hedge, which never waits). A token
-// taken for an attempt that the bulkhead then refuses stays spent: the
-// bucket paces attempts offered, not only attempts sent. On
-// success c.slot holds the attempt's concurrency slot, if any. With an
-// observer, each wait is reported as an [EventWait].
-func (l *limits) admit(c *call, dl time.Time) error {
+// deadline; now for a hedge, which never waits), and returns the breaker's
+// permit for the attempt: the one given, or, when a pause held the key,
+// the breaker's answer after the pause. A half-open probe lease is given
+// back while a pause is waited out: held through the pause, it would
+// refuse every other call to the key as half-open busy, and the breaker
+// could neither close nor reopen meanwhile; the breaker asked again
+// decides as things stand when the attempt is sent (it was asked first so
+// that an open breaker refuses before any wait). A token taken for an
+// attempt that the bulkhead then refuses stays spent: the bucket paces
+// attempts offered, not only attempts sent. On success c.slot holds the
+// attempt's concurrency slot, if any. With an observer, each wait is
+// reported as an [EventWait].
+func (l *limits) admit(c *call, permit Permit, dl time.Time) (Permit, error) {
 	// Time the admission only when something could make it wait: a token
 	// bucket, a bulkhead, or a pause somewhere (one atomic load).
+	paused := l.gates != nil && l.gates.latest.Load() != 0
 	var t0 time.Time
-	if l.obs != nil && (l.rate != nil || l.bulk != nil || l.gates != nil && l.gates.latest.Load() != 0) {
+	if l.obs != nil && (l.rate != nil || l.bulk != nil || paused) {
 		t0 = time.Now()
 	}
-	if l.gates != nil {
+	if paused {
+		permit.release() // no probe lease is held through a pause
 		probe, err := l.gates.wait(c.ctx, c.key, dl, c.throttled)
 		if err != nil {
-			return err
+			return Permit{}, err
 		}
 		c.gateProbe = probe
 		t0 = l.waited(c, MechPause, t0)
+		if permit, err = c.breaker.Allow(); err != nil {
+			l.probeLost(c)
+			return Permit{}, err
+		}
 	}
 	if l.rate != nil {
 		if err := l.rate.m.Get(c.key).wait(c.ctx, dl); err != nil {
 			l.probeLost(c)
-			return err
+			return permit, err
 		}
 		t0 = l.waited(c, MechRateLimit, t0)
 	}
@@ -184,12 +197,12 @@ func (l *limits) admit(c *call, dl time.Time) error {
 		s, err := l.bulk.acquire(c.ctx, c.key, dl)
 		if err != nil {
 			l.probeLost(c)
-			return err
+			return permit, err
 		}
 		c.slot = s
 		l.waited(c, MechConcurrency, t0)
 	}
-	return nil
+	return permit, nil
 }
 
 // probeLost tells the pause gate that c, the probe after a pause, got no

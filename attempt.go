@@ -84,8 +84,9 @@ func (t *Transport) attempt(c *call) attemptResult {
 }
 
 // admit prepares attempt c.attempts of c: its endpoint (failover),
-// admission by the breaker, then the pause gate, the token bucket and the
-// bulkhead waiting until dl at the latest, the request with a replayed
+// admission by the breaker, then the pause gate (the breaker asked again
+// after a pause), the token bucket and the bulkhead waiting until dl at the
+// latest, the request with a replayed
 // body, and the attempt's context (always cancellable when racing). It
 // reports false with the refusal in r when the attempt is not to be made;
 // on success c.slot holds the attempt's concurrency slot, if any.
@@ -100,7 +101,7 @@ func (t *Transport) admit(c *call, dl time.Time, racing bool) (r attemptResult, 
 		return r, false
 	}
 	// Pause gate, rate limit and bulkhead: waits and refusals per attempt.
-	if err = t.limits.admit(c, dl); err != nil {
+	if permit, err = t.limits.admit(c, permit, dl); err != nil {
 		permit.release()
 		t.unprobe(&r)
 		if !c.sent {

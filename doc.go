@@ -176,8 +176,9 @@
 // by default, in arrival order, within the call's deadline and up to its
 // [WithMaxWait], and refuses with an [*Error] when the wait would be
 // longer. A [Transport] runs them for every attempt, after the breaker
-// admits it; each registry is also usable on its own, as inbound
-// middleware does.
+// admits it (an attempt that waits out a pause gives its half-open probe
+// lease back meanwhile, and the breaker is asked again after it); each
+// registry is also usable on its own, as inbound middleware does.
 //
 // # Errors
 //

@@ -17,7 +17,9 @@ import (
 //  1. call timeout: one deadline over the whole call, retries and waits
 //     included (default 30 s);
 //  2. retry: the attempt loop (default 3 attempts in total);
-//  3. circuit breaker, asked before every attempt;
+//  3. circuit breaker, asked before every attempt (and again after a pause
+//     the attempt waited out, without holding a half-open probe lease
+//     meanwhile);
 //  4. rate limit and server-directed pause gate, a token per attempt;
 //  5. concurrency limit, a slot per attempt, none held while backing off;
 //  6. attempt timeout: one attempt, headers and body (default 10 s, or
