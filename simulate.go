@@ -263,7 +263,7 @@ func (sim *simulation) step(c *simCaller) {
 		sim.admit(c)
 	case simPaused:
 		sim.emit(Event{Kind: EventWait, Attempt: c.call.c.attempts, Mechanism: MechPause, Duration: time.Duration(sim.now - c.call.waitingFor)})
-		sim.pass(c)
+		sim.allow(c) // the breaker asked again after the pause, as the Transport does
 	case simAnswer:
 		sim.answered(c)
 	}
@@ -286,8 +286,14 @@ func (sim *simulation) startCall(c *simCaller) {
 // admit asks the breaker to admit the next attempt, then the pause gate,
 // in the Transport's order.
 func (sim *simulation) admit(c *simCaller) {
+	c.call.c.attempts++
+	sim.allow(c)
+}
+
+// allow asks the breaker for the attempt, then runs the pause gate; an
+// attempt that waited out a pause asks again.
+func (sim *simulation) allow(c *simCaller) {
 	call := c.call
-	call.c.attempts++
 	permit, err := call.c.breaker.Allow()
 	if err != nil {
 		var left time.Duration
@@ -302,13 +308,14 @@ func (sim *simulation) admit(c *simCaller) {
 }
 
 // pass runs the pause gate for an admitted attempt: a pause the call can
-// wait out is waited out, a longer one refuses the attempt.
+// wait out is waited out, without the breaker's probe lease, a longer one
+// refuses the attempt.
 func (sim *simulation) pass(c *simCaller) {
 	call := c.call
 	if rem := sim.gates.remainingFor(simKey); rem > 0 {
+		call.permit.release()
 		left := time.Duration(call.deadline - sim.now)
 		if rem > sim.gates.cfg.maxWait || call.deadline != 0 && rem >= left {
-			call.permit.release()
 			until := sim.gates.wall(sim.now + int64(rem))
 			sim.refused(c, rejected(ErrPaused, simKey, until), rem)
 			return
