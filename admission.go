@@ -162,15 +162,16 @@ func (c *config) buildLimits() (limits, error) {
 // decides as things stand when the attempt is sent (it was asked first so
 // that an open breaker refuses before any wait). A token taken for an
 // attempt that the bulkhead then refuses stays spent: the bucket paces
-// attempts offered, not only attempts sent. On success c.slot holds the
+// attempts offered, not only attempts sent. On success r holds the
 // attempt's concurrency slot, if any. With an observer, each wait is
 // reported as an [EventWait].
-func (l *limits) admit(c *call, permit Permit, dl time.Time) (Permit, error) {
+func (l *limits) admit(c *call, r *attemptResult, permit Permit, dl time.Time) (Permit, error) {
 	// Time the admission only when something could make it wait: a token
 	// bucket, a bulkhead, or a pause somewhere (one atomic load).
 	paused := l.gates != nil && l.gates.latest.Load() != 0
+	r.waited = paused || l.rate != nil || l.bulk != nil
 	var t0 time.Time
-	if l.obs != nil && (l.rate != nil || l.bulk != nil || paused) {
+	if l.obs != nil && r.waited {
 		t0 = time.Now()
 	}
 	if paused {
@@ -199,7 +200,7 @@ func (l *limits) admit(c *call, permit Permit, dl time.Time) (Permit, error) {
 			l.probeLost(c)
 			return permit, err
 		}
-		c.slot = s
+		r.slot = s
 		l.waited(c, MechConcurrency, t0)
 	}
 	return permit, nil
@@ -229,10 +230,10 @@ func (l *limits) waited(c *call, m Mechanism, t0 time.Time) time.Time {
 
 // observe feeds the result of c's latest attempt to the pause gate and the
 // attempt's slot (see observeKey), and ends its probe after a pause.
-func (l *limits) observe(c *call, resp *http.Response, o Outcome) {
-	l.observeKey(c.key, &c.slot, resp, o)
+func (l *limits) observe(c *call, a *attemptResult) {
+	l.observeKey(c.key, &a.slot, a.resp, a.o)
 	if l.gates != nil {
-		if o.Status == 0 {
+		if a.o.Status == 0 {
 			l.probeLost(c)
 		}
 		c.gateProbe = false

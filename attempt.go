@@ -2,17 +2,11 @@ package breakwater
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"sync/atomic"
 	"time"
 )
-
-func release(cancel context.CancelFunc, p Permit) {
-	if cancel != nil {
-		cancel()
-	}
-	p.release()
-}
 
 func (c *call) closeBody() {
 	if hasBody(c.req) {
@@ -21,38 +15,41 @@ func (c *call) closeBody() {
 	c.sent = true
 }
 
-// attemptContext returns the context of an attempt starting at now (read
-// only with an attempt timeout): the caller's, carrying the attempt's
-// number from the second on (see [AttemptFromContext]), bounded by the
-// attempt timeout and the call's deadline, whichever comes first, with the
-// matching cause.
-func (c *call) attemptContext(now time.Time) (context.Context, context.CancelFunc) {
-	ctx := withAttempt(c.ctx, c.attempts)
-	dl, cause := c.deadline, ErrCallTimeout
+// deadlineAt returns the deadline of an attempt starting at now (Transport
+// nanoseconds), the attempt timeout's or the call's, whichever comes first,
+// with the matching cause; 0 when there is none.
+func (c *call) deadlineAt(now int64) (dl int64, cause error) {
+	dl, cause = c.dl, ErrCallTimeout
 	if d := c.pol.AttemptTimeout; d > 0 {
-		if a := now.Add(d); dl.IsZero() || a.Before(dl) {
+		if a := now + int64(d); dl == 0 || a < dl {
 			dl, cause = a, ErrAttemptTimeout
 		}
 	}
-	if dl.IsZero() {
-		return ctx, nil
-	}
-	return context.WithDeadlineCause(ctx, dl, cause)
+	return dl, cause
 }
 
-// attemptResult is one attempt's result and what it holds.
+// attemptResult is one attempt, its result, and everything it holds until
+// its outcome is settled: the breaker's permit (a half-open probe lease),
+// its concurrency slot, its endpoint's in-flight count and probe
+// (failover), and its own context (in hold, its one allocation, which also
+// wraps the response body). What it holds is given back on one path per
+// outcome: release when it is refused, fails, loses a race or is retried
+// (after drain), handOver when its response goes to the caller, whose
+// response body gives it back when it ends.
 type attemptResult struct {
 	req    *http.Request // as sent; nil when the attempt was not made
 	resp   *http.Response
 	err    error
 	o      Outcome
 	permit Permit
-	ctx    context.Context    // the attempt's context
-	cancel context.CancelFunc // ends it; nil when it has no deadline of its own
-	start  int64              // when it was sent, t.now(); 0 when none was
-	end    int64              // when it ended
-	n      int                // the attempt's number in the call
-	up     *upstream          // the state of the key it went to
+	slot   Slot
+	ctx    context.Context // the attempt's context
+	hold   *hold           // its own context and body wrapper; nil without a context of its own
+	start  int64           // when it was sent, t.now(); 0 when none was
+	end    int64           // when it ended
+	waited bool            // admission may have waited: the clock moved
+	n      int             // the attempt's number in the call
+	up     *upstream       // the state of the key it went to
 	// hedge marks a hedge; primary the attempt a round of the loop
 	// started with, whose latency an adaptive hedge delay learns from.
 	hedge, primary bool
@@ -64,18 +61,75 @@ type attemptResult struct {
 	name  string      // the call's key, for outlier reports
 	hs    *hedgeState // where a primary's latency goes; nil unless hedged
 	// lost marks an attempt of a race that another answered before; it is
-	// set before cancel is called.
+	// set before its context is cancelled.
 	lost *atomic.Bool
-	slot Slot // its concurrency slot, while racing
 	// retried is when a hedge took a retry from the retry budget.
 	retried int64
+}
+
+// stop ends the attempt's own context, if it has one.
+func (r *attemptResult) stop() {
+	if r.hold != nil {
+		r.hold.ctx.cancel()
+	}
+}
+
+// abort returns what ends the attempt's own context, for discard; nil
+// without one.
+func (r *attemptResult) abort() func() {
+	if r.hold == nil {
+		return nil
+	}
+	return r.hold.ctx.cancel
+}
+
+// release gives back what the attempt holds: its context, its probe
+// lease, its concurrency slot (with the verdict its outcome set) and its
+// endpoint's in-flight count.
+func (r *attemptResult) release() {
+	r.stop()
+	r.permit.release()
+	r.slot.release()
+	r.endpointDone()
+}
+
+// drain discards the response a retry, a lost race or a RetryIf error
+// leaves behind, for at most d (see discard); release follows.
+func (r *attemptResult) drain(d time.Duration) {
+	if r.resp != nil {
+		discard(r.resp, d, r.abort())
+	}
+}
+
+// handOver returns the attempt's response to the caller: its body gives
+// back what the attempt holds when it ends. The body wrapper is the hold's, or allocated only when the
+// attempt holds something and the response has a body to track.
+func (t *Transport) handOver(c *call, a *attemptResult) *http.Response {
+	var tb *trackedBody
+	switch {
+	case a.hold != nil:
+		tb = &a.hold.body
+		tb.release.dctx = &a.hold.ctx
+	case a.permit.lease == 0 && !a.slot.held() && a.ep == nil:
+		return a.resp // it holds nothing
+	case untracked(a.resp):
+		r := releaser{permit: a.permit, slot: a.slot, ep: a.ep}
+		r.run()
+		return a.resp
+	default:
+		tb = &trackedBody{}
+	}
+	r := &tb.release
+	r.permit, r.slot, r.ep = a.permit, a.slot, a.ep
+	tb.track(a.ctx, a.resp)
+	return a.resp
 }
 
 // attempt makes one attempt: admission by the breaker, the pause gate, the
 // rate limit and the bulkhead, then the base transport under the attempt's
 // context.
 func (t *Transport) attempt(c *call) attemptResult {
-	r, ok := t.admit(c, c.deadline, false)
+	r, ok := t.admit(c, c.deadline(), false)
 	if ok {
 		r.primary = c.hedge != nil
 		t.send(&r)
@@ -86,10 +140,10 @@ func (t *Transport) attempt(c *call) attemptResult {
 // admit prepares attempt c.attempts of c: its endpoint (failover),
 // admission by the breaker, then the pause gate (the breaker asked again
 // after a pause), the token bucket and the bulkhead waiting until dl at the
-// latest, the request with a replayed
-// body, and the attempt's context (always cancellable when racing). It
-// reports false with the refusal in r when the attempt is not to be made;
-// on success c.slot holds the attempt's concurrency slot, if any.
+// latest, the request with a replayed body, and the attempt's context
+// (always cancellable when racing). It reports false with the refusal in r
+// when the attempt is not to be made; r then holds at most its permit,
+// which release gives back.
 func (t *Transport) admit(c *call, dl time.Time, racing bool) (r attemptResult, ok bool) {
 	r = attemptResult{ctx: c.ctx, n: c.attempts, key: c.key, name: c.name, hs: c.hedge}
 	permit, err := t.allow(c, &r)
@@ -101,7 +155,7 @@ func (t *Transport) admit(c *call, dl time.Time, racing bool) (r attemptResult, 
 		return r, false
 	}
 	// Pause gate, rate limit and bulkhead: waits and refusals per attempt.
-	if permit, err = t.limits.admit(c, permit, dl); err != nil {
+	if permit, err = t.limits.admit(c, &r, permit, dl); err != nil {
 		permit.release()
 		t.unprobe(&r)
 		if !c.sent {
@@ -110,48 +164,58 @@ func (t *Transport) admit(c *call, dl time.Time, racing bool) (r attemptResult, 
 		r.err, r.o = err, classifyError(err)
 		return r, false
 	}
-	areq := c.req
+	r.permit = permit
+	var body io.ReadCloser // a replay of the caller's body
 	if (c.attempts > 1 || racing && c.sent) && hasBody(c.req) {
-		body, err := c.req.GetBody()
-		if err != nil {
-			permit.release()
+		if body, err = c.req.GetBody(); err != nil {
+			r.permit.release()
 			t.unprobe(&r)
-			c.slot.Ignore() // no attempt was made: nothing for an adaptive limit to learn
+			r.slot.Ignore() // no attempt was made: nothing for an adaptive limit to learn
 			r.err, r.o = err, Outcome{Category: Rejected}
 			return r, false
 		}
-		areq = c.req.WithContext(c.ctx)
-		areq.Body = body
+	}
+	// The clock is read once per stage boundary: the call's start serves
+	// its first attempt unless admission may have waited.
+	r.start = c.start
+	if c.attempts > 1 || r.waited {
+		r.start = t.now()
+	}
+	own, cause := c.deadlineAt(r.start)
+	err = c.ctx.Err()
+	if err == nil && own != 0 && r.start >= own {
+		err = timedOut(cause, context.DeadlineExceeded)
+	}
+	if err != nil {
+		// The deadline passed, or the caller gave up, while the attempt
+		// was being admitted: it is not made, and not counted.
+		switch {
+		case body != nil:
+			_ = body.Close()
+		case !c.sent:
+			c.closeBody()
+		}
+		c.sent = true
+		r.slot.Ignore()
+		t.unprobe(&r)
+		r.err, r.o, r.start = err, Outcome{Category: Rejected}, 0
+		return r, false
+	}
+	r.ctx = withAttempt(c.ctx, c.attempts)
+	if own != 0 || racing {
+		r.hold = &hold{}
+		r.hold.ctx.init(r.ctx, &t.start, own, cause)
+		r.ctx = &r.hold.ctx
+	}
+	areq := c.req
+	if r.ctx != c.ctx || body != nil {
+		areq = c.req.WithContext(r.ctx) // a request copy only when something changed
+		if body != nil {
+			areq.Body = body
+		}
 	}
 	if r.ep != nil {
 		areq = r.ep.rewrite(areq)
-	}
-	r.permit = permit
-	var begin time.Time // read only when an attempt timeout needs the wall clock
-	if c.pol.AttemptTimeout > 0 {
-		begin = time.Now()
-		r.start = int64(begin.Sub(t.start))
-	} else {
-		r.start = t.now()
-	}
-	r.ctx, r.cancel = c.attemptContext(begin)
-	if racing && r.cancel == nil {
-		r.ctx, r.cancel = context.WithCancel(r.ctx)
-	}
-	if err := r.ctx.Err(); err != nil {
-		// The deadline passed while the attempt was being admitted: it is
-		// not made, and not counted.
-		if hasBody(areq) && (areq != c.req || !c.sent) {
-			_ = areq.Body.Close()
-		}
-		c.sent = true
-		c.slot.Ignore()
-		t.unprobe(&r)
-		r.err, r.o = markTimeout(r.ctx, err), Outcome{Category: Rejected}
-		return r, false
-	}
-	if r.ctx != areq.Context() {
-		areq = areq.WithContext(r.ctx)
 	}
 	r.req, r.up = areq, c.up
 	c.sent = true
@@ -178,7 +242,7 @@ func (t *Transport) send(r *attemptResult) {
 		r.resp = nil
 		r.err = markTimeout(r.ctx, r.err)
 	}
-	r.o = classifySafely(t.cfg.classifier, r.resp, r.err)
+	r.o = t.classify(r.resp, r.err)
 	lost := r.lost != nil && r.lost.Load()
 	switch {
 	case r.resp != nil:

@@ -11,10 +11,11 @@ import (
 )
 
 // trackedBody releases what an attempt holds (its timeout context, a
-// concurrency slot, a probe lease) when the response body is closed or read
-// to EOF or an error, whichever comes first. Reading a good body therefore
-// never fails because RoundTrip returned; a body that outlives the attempt
-// timeout fails with the timeout.
+// concurrency slot, a probe lease, its endpoint's in-flight count) and
+// reports the end of an observed call when the response body is closed or
+// read to EOF or an error, whichever comes first. Reading a good body
+// therefore never fails because RoundTrip returned; a body that outlives
+// the attempt timeout fails with the timeout.
 type trackedBody struct {
 	rc      io.ReadCloser
 	ctx     context.Context // the attempt's context, to report our timeouts
@@ -27,21 +28,29 @@ type trackedBody struct {
 	stop func() bool
 }
 
+// hold is the one allocation of an attempt with a context of its own: the
+// context and the wrapper of its response body.
+type hold struct {
+	ctx  deadlineCtx
+	body trackedBody
+}
+
 // releaser is everything one response holds until its body ends.
 type releaser struct {
-	cancel context.CancelFunc // the attempt's context
+	dctx   *deadlineCtx // the attempt's context
 	permit Permit
 	slot   Slot
 	ep     *endpoint // counts the attempt in flight (failover)
 }
 
 func (r *releaser) empty() bool {
-	return r.cancel == nil && r.permit.lease == 0 && !r.slot.held() && r.ep == nil
+	return r.dctx == nil && r.permit.lease == 0 && !r.slot.held() && r.ep == nil
 }
 
+// run gives back what r holds.
 func (r *releaser) run() {
-	if r.cancel != nil {
-		r.cancel()
+	if r.dctx != nil {
+		r.dctx.cancel()
 	}
 	r.permit.release()
 	r.slot.release()
@@ -50,27 +59,45 @@ func (r *releaser) run() {
 	}
 }
 
-// track makes resp.Body release r when it ends. It allocates only when r
-// holds something. A 101 Switching Protocols response releases r at once
-// and keeps its body as it is: the body is the upgraded connection (an
+// track makes resp.Body release r when it ends, in a body it allocates
+// only when r holds something (see trackedBody.track).
+func track(ctx context.Context, resp *http.Response, r releaser) {
+	switch {
+	case r.empty():
+	case untracked(resp):
+		r.run()
+	default:
+		tb := &trackedBody{release: r}
+		tb.track(ctx, resp)
+	}
+}
+
+// untracked reports whether resp's body ends with RoundTrip: it has none,
+// or it is the connection a 101 Switching Protocols upgraded (an
 // io.ReadWriteCloser that WebSocket and h2c clients and
 // httputil.ReverseProxy rely on), no longer an attempt in flight.
-func track(ctx context.Context, resp *http.Response, r releaser) {
-	if r.empty() {
+func untracked(resp *http.Response) bool {
+	return resp.Body == nil || resp.Body == http.NoBody || resp.StatusCode == http.StatusSwitchingProtocols
+}
+
+// track makes resp.Body, read under ctx, release b.release when it ends;
+// a response whose body is untracked releases it at once.
+func (b *trackedBody) track(ctx context.Context, resp *http.Response) {
+	if untracked(resp) {
+		b.release.run()
 		return
 	}
-	if resp.Body == nil || resp.Body == http.NoBody || resp.StatusCode == http.StatusSwitchingProtocols {
-		r.run()
-		return
-	}
-	tb := &trackedBody{rc: resp.Body, ctx: ctx, release: r}
-	if r.slot.held() && ctx.Done() != nil {
+	b.rc, b.ctx = resp.Body, ctx
+	if b.release.slot.held() && ctx.Done() != nil {
 		// A body nobody closes must not hold its concurrency slot past
 		// the attempt: give it back when the attempt's context ends.
-		tb.stop = context.AfterFunc(ctx, tb.expire)
+		b.stop = context.AfterFunc(ctx, b.expire)
 	}
-	resp.Body = tb
+	resp.Body = b
 }
+
+// testHookRelease, set by a test, runs as a release of b begins.
+var testHookRelease func(b *trackedBody)
 
 // States of a trackedBody's release.
 const (
@@ -104,6 +131,9 @@ func (b *trackedBody) releaseOnce(bodyPath bool) {
 	b.state = bodyReleasing
 	b.cond.L = &b.mu
 	b.mu.Unlock()
+	if testHookRelease != nil {
+		testHookRelease(b)
+	}
 	if bodyPath && b.stop != nil {
 		b.stop()
 	}
@@ -176,22 +206,22 @@ const drainLimit = 64 << 10
 const drainTime = 20 * time.Millisecond
 
 // discard drains a response the caller will not see, up to drainLimit bytes
-// and for at most d, and closes it. When d runs out first, cancel (the
-// attempt's context, which net/http aborts the read on) is called, or the
-// body is closed when there is no cancel.
-func discard(resp *http.Response, d time.Duration, cancel context.CancelFunc) {
+// and for at most d, and closes it. When d runs out first, abort (which
+// ends the attempt's context, which net/http aborts the read on) is
+// called, or the body is closed when there is no abort.
+func discard(resp *http.Response, d time.Duration, abort func()) {
 	if resp == nil || resp.Body == nil {
 		return
 	}
 	body := resp.Body
 	if d > 0 {
-		abort := cancel
-		if abort == nil {
-			abort = func() { _ = body.Close() }
+		stop := abort
+		if stop == nil {
+			stop = func() { _ = body.Close() }
 		}
-		t := time.AfterFunc(d, abort)
+		t := time.AfterFunc(d, stop)
 		_, _ = io.CopyN(io.Discard, body, drainLimit)
-		if !t.Stop() && cancel == nil {
+		if !t.Stop() && abort == nil {
 			return // closed by the timer
 		}
 	}

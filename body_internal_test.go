@@ -23,10 +23,14 @@ func TestCloseWaitsForAnExpiryInProgress(t *testing.T) {
 			t.Fatal(err)
 		}
 		entered, unblock := make(chan struct{}), make(chan struct{})
-		tb := &trackedBody{rc: io.NopCloser(strings.NewReader("")), ctx: context.Background(), release: releaser{
-			cancel: func() { close(entered); <-unblock }, // the expiry's release, caught half-way
-			slot:   slot,
-		}}
+		tb := &trackedBody{rc: io.NopCloser(strings.NewReader("")), ctx: context.Background(), release: releaser{slot: slot}}
+		testHookRelease = func(b *trackedBody) {
+			if b == tb {
+				close(entered) // the expiry's release, caught half-way
+				<-unblock
+			}
+		}
+		defer func() { testHookRelease = nil }()
 		go tb.expire()
 		<-entered
 		closed := make(chan struct{})

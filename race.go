@@ -54,15 +54,14 @@ func (rc *race) drainTime() time.Duration {
 // cancelled and clean up on their own goroutines; the winner is returned
 // to the loop as if it had been the only attempt.
 func (t *Transport) race(c *call, delay time.Duration) attemptResult {
-	first, ok := t.admit(c, c.deadline, true)
+	first, ok := t.admit(c, c.deadline(), true)
 	if !ok {
 		return first
 	}
-	rc := &race{ch: make(chan *attemptResult, t.cfg.hedging.maxHedges+1), ctx: c.ctx, name: c.name, method: c.req.Method, deadline: c.deadline}
+	rc := &race{ch: make(chan *attemptResult, t.cfg.hedging.maxHedges+1), ctx: c.ctx, name: c.name, method: c.req.Method, deadline: c.deadline()}
 	rc.first = first
 	f := &rc.first
 	f.primary, f.lost = true, &rc.lost
-	f.slot, c.slot = c.slot, Slot{}
 	running := append(rc.buf[:0], f)
 	t.launch(rc, f)
 	timer := time.NewTimer(delay)
@@ -154,13 +153,12 @@ func (t *Transport) hedge(c *call) (*attemptResult, bool) {
 	if budget != nil {
 		r.retried = now
 	}
-	r.slot, c.slot = c.slot, Slot{}
 	return &r, true
 }
 
 // settle ends a race with w as its result: the attempts still running are
 // cancelled, the ones that finished unread are cleaned up, and c is set
-// back to w's endpoint and slot for the loop.
+// back to w's endpoint for the loop.
 func (t *Transport) settle(c *call, rc *race, w *attemptResult, running []*attemptResult) attemptResult {
 	rc.mu.Lock()
 	rc.decided = true
@@ -172,12 +170,11 @@ func (t *Transport) settle(c *call, rc *race, w *attemptResult, running []*attem
 	w.lost = nil // the flag is shared: the winner reads it no more
 	rc.lost.Store(true)
 	for _, r := range running {
-		r.cancel()
+		r.stop()
 	}
 	for _, r := range unread {
 		go t.dropLoser(rc, r)
 	}
-	c.slot, w.slot = w.slot, Slot{}
 	if w.ep != nil {
 		c.key, c.ep, c.breaker, c.up = w.key, w.ep, t.breakers.Get(w.key), w.up
 		if c.budget != nil {
@@ -199,7 +196,7 @@ func (t *Transport) settle(c *call, rc *race, w *attemptResult, running []*attem
 // from any attempt.
 func (t *Transport) dropFailed(c *call, rc *race, r *attemptResult) {
 	t.limits.observeKey(r.key, &r.slot, r.resp, r.o)
-	discard(r.resp, rc.drainTime(), r.cancel)
+	r.drain(rc.drainTime())
 	switch t.breakers.cfg.judge(r.o.Category) {
 	case success: // a RetryIf that retries an answer
 		c.hasPending = false
@@ -212,7 +209,6 @@ func (t *Transport) dropFailed(c *call, rc *race, r *attemptResult) {
 		}
 	}
 	t.finish(rc, r)
-	r.slot.release()
 }
 
 // dropLoser cleans up after an attempt that lost its race: its response,
@@ -222,16 +218,15 @@ func (t *Transport) dropLoser(rc *race, r *attemptResult) {
 	if r.resp != nil && t.limits.gates != nil {
 		t.limits.gates.Observe(r.key, r.o, nil) // an answer all the same
 	}
-	discard(r.resp, rc.drainTime(), r.cancel)
-	t.finish(rc, r)
+	r.drain(rc.drainTime())
 	r.slot.Ignore()
+	t.finish(rc, r)
 }
 
 // finish ends an attempt of a race that is not the round's result, and
 // reports it.
 func (t *Transport) finish(rc *race, r *attemptResult) {
-	release(r.cancel, r.permit)
-	r.endpointDone()
+	r.release()
 	if t.obs != nil {
 		end := t.now()
 		notify(t.obs, rc.ctx, Event{Kind: EventAttempt, Key: rc.name, Method: rc.method, Attempt: r.n, Category: r.o.Category, Status: r.o.Status,

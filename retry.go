@@ -77,8 +77,8 @@ func helped(cat Category) bool {
 // caller's context ends or the call timeout passes first.
 func (c *call) sleep(d time.Duration) error {
 	cut := false
-	if !c.deadline.IsZero() {
-		if left := time.Until(c.deadline); left <= d {
+	if c.dl != 0 {
+		if left := time.Until(c.deadline()); left <= d {
 			d, cut = left, true
 		}
 	}
@@ -99,10 +99,11 @@ func (c *call) sleep(d time.Duration) error {
 	return nil
 }
 
-// drainTime is how long a discarded response of c may be read: drainTime,
-// or less when the call has less time left.
-func (c *call) drainTime() time.Duration {
-	if left, bounded := c.remaining(); bounded && left < drainTime {
+// drainTime is how long a discarded response of c may be read, from now
+// (Transport nanoseconds): drainTime, or less when the call has less time
+// left.
+func (c *call) drainTime(now int64) time.Duration {
+	if left, bounded := c.remaining(now); bounded && left < drainTime {
 		return left
 	}
 	return drainTime
@@ -149,56 +150,53 @@ func RetryStage(opts ...Option) (Stage, error) {
 
 // run is the retry loop. The call timeout is a deadline checked between
 // attempts and folded into each attempt's context, so one call costs one
-// timer per attempt. With hedging, a round of the loop may make several
-// attempts at once (race.go); the loop goes on with the one that answered.
+// context per attempt, made lazily (see deadlineCtx). With hedging, a
+// round of the loop may make several attempts at once (race.go); the loop
+// goes on with the one that answered.
 func (t *Transport) run(c *call) (*http.Response, error) {
 	if t.obs != nil {
-		c.start = t.now()
 		t.emit(c, Event{Kind: EventCallStart})
 	}
 	for {
 		c.attempts++
 		c.rounds++
 		a := t.round(c)
-		resp, err, o, permit := a.resp, a.err, a.o, a.permit
-		t.limits.observe(c, resp, o)
-		c.throttled = o.Category == Throttled
-		wait, retry, budgetSpent, stopErr := t.decide(c, resp, err, o)
+		now := a.end // the clock is read once as an attempt ends
+		if c.hedge != nil {
+			now = t.now() // a race may go on after its winner ended
+		}
+		t.limits.observe(c, &a)
+		c.throttled = a.o.Category == Throttled
+		wait, retry, budgetSpent, stopErr := t.decide(c, &a, now)
 		if stopErr != nil {
-			discard(resp, c.drainTime(), a.cancel)
-			resp, err = nil, stopErr
+			a.drain(c.drainTime(now))
+			a.resp, a.err = nil, stopErr
 		}
 
 		if t.obs != nil {
-			t.observeAttempt(c, a, retry, wait, budgetSpent)
+			t.observeAttempt(c, &a, retry, wait, budgetSpent)
 		}
-		t.charge(c, a, retry)
+		t.charge(c, &a, retry)
 		if !retry {
 			c.settle()
-			if c.retried != 0 && helped(o.Category) {
-				c.budget.refund(t.now(), c.retried)
+			if c.retried != 0 && helped(a.o.Category) {
+				c.budget.refund(now, c.retried)
 			}
-			if resp != nil {
+			if a.resp != nil {
 				c.servedHedge = a.hedge
 				if a.ep != nil {
 					c.servedBy = a.ep.name
 				}
-				track(a.ctx, resp, releaser{cancel: a.cancel, permit: permit, slot: c.slot, ep: a.ep})
-				c.slot = Slot{}
-				t.end(c, o, nil)
-				return resp, nil
+				t.end(c, a.o, nil)
+				return t.handOver(c, &a), nil
 			}
-			release(a.cancel, permit)
-			c.slot.release()
-			a.endpointDone()
-			err = c.fail(err, budgetSpent)
-			t.end(c, o, err)
+			a.release()
+			err := c.fail(a.err, budgetSpent)
+			t.end(c, a.o, err)
 			return nil, err
 		}
-		discard(resp, c.drainTime(), a.cancel)
-		release(a.cancel, permit)
-		c.slot.release()
-		a.endpointDone()
+		a.drain(c.drainTime(now))
+		a.release()
 		if err := c.sleep(wait); err != nil {
 			c.settle()
 			if _, ours := err.(*Error); ours {
@@ -217,7 +215,7 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 // half-open probe's or every failing attempt is charged; a success forgets it;
 // neutral outcomes and local refusals leave it; the breaker's own refusal
 // drops it. An inner BreakerStage defers its failing permits here too.
-func (t *Transport) charge(c *call, a attemptResult, retry bool) {
+func (t *Transport) charge(c *call, a *attemptResult, retry bool) {
 	if a.o.Category == Rejected && a.resp == nil && a.err != nil {
 		if mechanismOf(a.err) == MechBreaker {
 			c.hasPending = false
@@ -271,37 +269,41 @@ func (c *call) fail(err error, budget bool) error {
 	return &Error{Key: c.name, Attempts: c.made, Err: err}
 }
 
-// remaining is the time left before the earlier of the caller's deadline
-// and the call timeout, and whether there is one.
-func (c *call) remaining() (time.Duration, bool) {
-	dl := c.deadline
-	if d, ok := c.ctx.Deadline(); ok && (dl.IsZero() || d.Before(dl)) {
-		dl = d
+// remaining is the time left at now (Transport nanoseconds) before the
+// earlier of the caller's deadline and the call timeout, and whether there
+// is one.
+func (c *call) remaining(now int64) (time.Duration, bool) {
+	left, bounded := time.Duration(c.dl-now), c.dl != 0
+	if d, ok := c.ctx.Deadline(); ok {
+		if l := d.Sub(c.t.start.Add(time.Duration(now))); !bounded || l < left {
+			left, bounded = l, true
+		}
 	}
-	if dl.IsZero() {
-		return 0, false
-	}
-	return time.Until(dl), true
+	return left, bounded
 }
 
 // callBound reports whether the call timeout, rather than the caller's
 // deadline, is the call's earliest deadline.
 func (c *call) callBound() bool {
+	if c.dl == 0 {
+		return false
+	}
 	d, ok := c.ctx.Deadline()
-	return !c.deadline.IsZero() && (!ok || !d.Before(c.deadline))
+	return !ok || !d.Before(c.deadline())
 }
 
 // decide reports whether to retry after an attempt and how long to wait
 // first; budget reports that the retry budget refused, and a non-nil stop
 // is a RetryIf error that ends the call.
-func (t *Transport) decide(c *call, resp *http.Response, err error, o Outcome) (wait time.Duration, retry, budget bool, stop error) {
+func (t *Transport) decide(c *call, a *attemptResult, now int64) (wait time.Duration, retry, budget bool, stop error) {
+	resp, err, o := a.resp, a.err, a.o
 	switch {
 	case o.Category == Rejected || o.Category == Canceled:
 		return 0, false, false, nil
 	case c.ctx.Err() != nil:
 		return 0, false, false, nil
 	}
-	left, bounded := c.remaining()
+	left, bounded := c.remaining(now)
 	if bounded && left <= 0 {
 		c.outOfTime = c.callBound()
 		return 0, false, false, nil
@@ -332,7 +334,6 @@ func (t *Transport) decide(c *call, resp *http.Response, err error, o Outcome) (
 		return 0, false, false, nil // the wait, and draining the response, must fit
 	}
 	if c.budget != nil {
-		now := t.now()
 		if !c.budget.withdraw(now) {
 			return 0, false, true, nil
 		}

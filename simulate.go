@@ -436,7 +436,7 @@ func (sim *simulation) refused(c *simCaller, err error, left time.Duration) {
 // charge is the Transport's own charging of the breaker.
 func (sim *simulation) charge(call *simCall, a attemptResult, retry bool) {
 	sim.opening = call
-	sim.t.charge(&call.c, a, retry)
+	sim.t.charge(&call.c, &a, retry)
 	sim.opening = nil
 }
 

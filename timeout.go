@@ -3,6 +3,7 @@ package breakwater
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"time"
 )
@@ -24,14 +25,19 @@ func timeoutCause(ctx context.Context) error {
 // its HTTP/2 transport ctx.Err(), and a broken read whatever broke: all of
 // them become the same typed error.)
 func markTimeout(ctx context.Context, err error) error {
-	if err == nil {
-		return nil
+	if err == nil || err == io.EOF {
+		return err
 	}
-	var e *Error
-	if c := timeoutCause(ctx); c != nil && !(errors.As(err, &e) && e.Mechanism == MechTimeout) {
+	if c := timeoutCause(ctx); c != nil && !isTimeoutError(err) {
 		return timedOut(c, err)
 	}
 	return err
+}
+
+// isTimeoutError reports whether err is or wraps the *Error of a timeout.
+func isTimeoutError(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Mechanism == MechTimeout
 }
 
 // CallTimeout is a timeout stage for the outside of a retry stage: one
@@ -53,18 +59,20 @@ func timeoutStage(d time.Duration, cause error) Stage {
 			if isUpgrade(req) { // the connection outlives the call
 				return next.RoundTrip(req)
 			}
-			ctx, cancel := context.WithTimeoutCause(req.Context(), d, cause)
-			resp, err := next.RoundTrip(req.WithContext(ctx))
+			h := &hold{} // the context and the body wrapper, in one allocation
+			h.ctx.init(req.Context(), &stageEpoch, int64(time.Since(stageEpoch)+d), cause)
+			resp, err := next.RoundTrip(req.WithContext(&h.ctx))
 			if err == nil {
 				if err = refuseUnsolicitedUpgrade(req, resp); err != nil {
 					resp = nil
 				}
 			}
 			if err != nil {
-				cancel()
-				return nil, markTimeout(ctx, err)
+				h.ctx.cancel()
+				return nil, markTimeout(&h.ctx, err)
 			}
-			track(ctx, resp, releaser{cancel: cancel})
+			h.body.release.dctx = &h.ctx
+			h.body.track(&h.ctx, resp)
 			return resp, nil
 		})
 	}

@@ -66,6 +66,10 @@ type Transport struct {
 	stage    bool         // a RetryStage: an inner BreakerStage defers failures to it
 	obs      Observer     // nil when nothing observes
 	eps      *endpointSet // nil without failover (failover.go)
+	// maxRetryAfter is the default classifier's, when no classifier was
+	// given (0 otherwise): it is then called directly, without the
+	// recover a user's classifier needs.
+	maxRetryAfter time.Duration
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -114,8 +118,8 @@ func newTransport(cfg config, errs []error) (*Transport, error) {
 		t.base = http.DefaultTransport.(*http.Transport).Clone()
 	}
 	if cfg.classifier == nil {
-		maxHint := orDefault(cfg.maxRetryAfter, defaultMaxRetryAfter)
-		t.cfg.classifier = func(resp *http.Response, err error) Outcome { return classify(resp, err, maxHint) }
+		t.maxRetryAfter = orDefault(cfg.maxRetryAfter, defaultMaxRetryAfter)
+		t.cfg.classifier = func(resp *http.Response, err error) Outcome { return classify(resp, err, t.maxRetryAfter) }
 	}
 	if cfg.key == nil {
 		t.cfg.key = HostKey
@@ -291,9 +295,11 @@ func (t *Transport) now() int64 { return int64(time.Since(t.start)) }
 
 // call is one RoundTrip's state.
 type call struct {
+	t        *Transport
 	req      *http.Request
 	ctx      context.Context // the caller's context
-	deadline time.Time       // the call timeout's deadline; zero without one
+	start    int64           // when the call began, t.now()
+	dl       int64           // the call timeout's deadline, t.now(); 0 without one
 	key      string
 	breaker  *Breaker
 	up       *upstream
@@ -306,7 +312,7 @@ type call struct {
 	// throttled marks the retry of an attempt that was throttled: a pause
 	// gate that releases the calls it held puts it in their line.
 	throttled bool
-	gateProbe bool      // the current attempt is the pause gate's probe
+	gateProbe bool      // the round's attempt is the pause gate's probe
 	sent      bool      // the caller's body was handed to the base transport
 	melt      *meltSlot // set in a RetryStage
 	// pending is the failure the call's attempts showed that a retry
@@ -316,9 +322,7 @@ type call struct {
 	pendingO   Outcome
 	hasPending bool
 	outOfTime  bool  // the call timeout left no room for another attempt
-	start      int64 // when observed, t.now()
 	ended      int64 // when the latest attempt ended, if observed
-	slot       Slot  // the current attempt's concurrency slot
 	// name is the call's key, for events and errors: key itself, except
 	// with failover, where key follows each attempt's endpoint.
 	name string
@@ -394,13 +398,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	c := call{req: req, ctx: req.Context(), key: key, pol: t.policy(req)}
+	c := call{t: t, req: req, ctx: req.Context(), key: key, pol: t.policy(req), start: t.now()}
 	c.name = c.key
 	if isUpgrade(req) { // the connection outlives the call: no timeouts
 		c.pol.CallTimeout, c.pol.AttemptTimeout = 0, 0
 	}
 	if c.pol.CallTimeout > 0 {
-		c.deadline = time.Now().Add(c.pol.CallTimeout)
+		c.dl = c.start + int64(c.pol.CallTimeout)
 	}
 	if t.eps == nil {
 		var pin *keyed.Entry[*Breaker]
@@ -409,7 +413,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		c.up = t.keys.Get(c.key)
 		if c.up.budget != nil && c.pol.MaxAttempts > 1 {
 			c.budget = c.up.budget
-			c.budget.deposit(t.now())
+			c.budget.deposit(c.start)
 		}
 	}
 	if t.cfg.bufferBodies > 0 && hasBody(req) && req.GetBody == nil {
@@ -419,7 +423,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		c.repeatable = hedgeable(c.req, c.pol.Idempotent)
 		if t.cfg.hedging != nil && c.repeatable && c.pol.MaxAttempts > 1 {
 			c.hedge = t.keys.Get(c.name).hedging()
-			c.hedge.deposit(t.now())
+			c.hedge.deposit(c.start)
 		}
 	}
 	if t.stage {
@@ -428,6 +432,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		c.req = c.req.WithContext(c.ctx)
 	}
 	return t.run(&c)
+}
+
+// deadline returns the call timeout's deadline, or the zero time without
+// one.
+func (c *call) deadline() time.Time {
+	if c.dl == 0 {
+		return time.Time{}
+	}
+	return c.t.start.Add(time.Duration(c.dl))
 }
 
 // endpoint names the endpoint of the attempt being admitted ("" without
@@ -446,7 +459,7 @@ func (t *Transport) emit(c *call, e Event) {
 }
 
 // observeAttempt reports one attempt and what followed it.
-func (t *Transport) observeAttempt(c *call, a attemptResult, retry bool, wait time.Duration, budget bool) {
+func (t *Transport) observeAttempt(c *call, a *attemptResult, retry bool, wait time.Duration, budget bool) {
 	if a.o.Category == Rejected && a.err != nil {
 		if m := mechanismOf(a.err); m != "" { // else the body could not be replayed: no attempt
 			left, _ := RetryAfter(a.err)
@@ -476,6 +489,14 @@ func (t *Transport) end(c *call, o Outcome, err error) {
 		t.emit(c, Event{Kind: EventCallEnd, Attempts: c.made, Retries: max(c.rounds-1, 0), Category: o.Category, Status: o.Status, Duration: time.Duration(now - c.start), Err: err,
 			Hedge: c.servedHedge, Endpoint: c.servedBy})
 	}
+}
+
+// classify classifies an attempt's result with the transport's classifier.
+func (t *Transport) classify(resp *http.Response, err error) Outcome {
+	if t.maxRetryAfter > 0 {
+		return classify(resp, err, t.maxRetryAfter)
+	}
+	return classifySafely(t.cfg.classifier, resp, err)
 }
 
 // newSizedBreakers builds the transport's breakers of bc, sizing an

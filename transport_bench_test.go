@@ -1,6 +1,7 @@
 package breakwater_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"testing"
@@ -64,5 +65,41 @@ func BenchmarkTransport(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Run(tc.name, func(b *testing.B) { run(b, tr) })
+	}
+}
+
+// TestDefaultChainAllocations: a successful call through the default chain
+// (both timeouts on) makes at most 3 allocations, the base's response
+// included: the attempt's context and body wrapper in one, and the request
+// copy that carries the context. Without timeouts and without an observer
+// the chain adds none.
+func TestDefaultChainAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/v1/items", nil)
+	for _, tc := range []struct {
+		name string
+		max  float64
+		opts []bw.Option
+	}{
+		{"default", 3, nil},
+		{"no timeouts", 1, []bw.Option{bw.WithCallTimeout(0), bw.WithAttemptTimeout(0)}},
+		{"default, observed", 3, []bw.Option{bw.WithObserver(bw.ObserverFunc(func(context.Context, bw.Event) {}))}},
+	} {
+		tr, err := bw.NewTransport(append([]bw.Option{bw.WithBase(cannedOK{})}, tc.opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := testing.AllocsPerRun(1000, func() {
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		})
+		if n > tc.max {
+			t.Errorf("%s: %v allocations per call, want at most %v", tc.name, n, tc.max)
+		}
 	}
 }
