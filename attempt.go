@@ -102,7 +102,8 @@ func (r *attemptResult) drain(d time.Duration) {
 }
 
 // handOver returns the attempt's response to the caller: its body gives
-// back what the attempt holds when it ends. The body wrapper is the hold's, or allocated only when the
+// back what the attempt holds, and reports the end of an observed call,
+// when it ends. The body wrapper is the hold's, or allocated only when the
 // attempt holds something and the response has a body to track.
 func (t *Transport) handOver(c *call, a *attemptResult) *http.Response {
 	var tb *trackedBody
@@ -110,18 +111,20 @@ func (t *Transport) handOver(c *call, a *attemptResult) *http.Response {
 	case a.hold != nil:
 		tb = &a.hold.body
 		tb.release.dctx = &a.hold.ctx
-	case a.permit.lease == 0 && !a.slot.held() && a.ep == nil:
+	case a.permit.lease == 0 && !a.slot.held() && a.ep == nil && t.obs == nil:
 		return a.resp // it holds nothing
 	case untracked(a.resp):
 		r := releaser{permit: a.permit, slot: a.slot, ep: a.ep}
-		r.run()
+		t.observeEnd(c, a, &r)
+		r.run(a.end)
 		return a.resp
 	default:
 		tb = &trackedBody{}
 	}
 	r := &tb.release
 	r.permit, r.slot, r.ep = a.permit, a.slot, a.ep
-	tb.track(a.ctx, a.resp)
+	t.observeEnd(c, a, r)
+	tb.track(a.ctx, a.resp, a.end)
 	return a.resp
 }
 

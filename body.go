@@ -41,14 +41,16 @@ type releaser struct {
 	permit Permit
 	slot   Slot
 	ep     *endpoint // counts the attempt in flight (failover)
+	end    callEnd   // the call's end, to report; zero when not observed
 }
 
 func (r *releaser) empty() bool {
-	return r.dctx == nil && r.permit.lease == 0 && !r.slot.held() && r.ep == nil
+	return r.dctx == nil && r.permit.lease == 0 && !r.slot.held() && r.ep == nil && r.end.t == nil
 }
 
-// run gives back what r holds.
-func (r *releaser) run() {
+// run gives back what r holds and reports the call's end, at now
+// (Transport nanoseconds; 0: read the clock).
+func (r *releaser) run(now int64) {
 	if r.dctx != nil {
 		r.dctx.cancel()
 	}
@@ -57,6 +59,7 @@ func (r *releaser) run() {
 	if r.ep != nil {
 		r.ep.end()
 	}
+	r.end.report(now, r.ep)
 }
 
 // track makes resp.Body release r when it ends, in a body it allocates
@@ -65,10 +68,10 @@ func track(ctx context.Context, resp *http.Response, r releaser) {
 	switch {
 	case r.empty():
 	case untracked(resp):
-		r.run()
+		r.run(0)
 	default:
 		tb := &trackedBody{release: r}
-		tb.track(ctx, resp)
+		tb.track(ctx, resp, 0)
 	}
 }
 
@@ -81,10 +84,11 @@ func untracked(resp *http.Response) bool {
 }
 
 // track makes resp.Body, read under ctx, release b.release when it ends;
-// a response whose body is untracked releases it at once.
-func (b *trackedBody) track(ctx context.Context, resp *http.Response) {
+// a response whose body is untracked releases it at once, at now (see
+// releaser.run).
+func (b *trackedBody) track(ctx context.Context, resp *http.Response, now int64) {
 	if untracked(resp) {
-		b.release.run()
+		b.release.run(now)
 		return
 	}
 	b.rc, b.ctx = resp.Body, ctx
@@ -137,7 +141,7 @@ func (b *trackedBody) releaseOnce(bodyPath bool) {
 	if bodyPath && b.stop != nil {
 		b.stop()
 	}
-	b.release.run()
+	b.release.run(0)
 	b.mu.Lock()
 	b.state = bodyReleased
 	b.cond.Broadcast()

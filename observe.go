@@ -23,7 +23,10 @@ const (
 	// that failed, Category why).
 	EventRetry
 	// EventCallEnd: a call ended (Attempts, Retries, Category, Status,
-	// Duration, Err).
+	// Duration, Err): when RoundTrip returned an error or, for a call that
+	// returned a response, when its body was closed or read to EOF or an
+	// error (a body never closed never ends its call); Duration covers the
+	// body.
 	EventCallEnd
 	// EventTransition: a breaker changed state (Transition).
 	EventTransition

@@ -3,6 +3,7 @@ package breakwater_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -171,4 +172,47 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// TestCallEndsWithItsBody: a call that returns a response ends, for its
+// observers, when the response body is closed or read to EOF, not when
+// RoundTrip returns: in-flight counts and call durations cover the body.
+func TestCallEndsWithItsBody(t *testing.T) {
+	for _, how := range []string{"close", "eof"} {
+		t.Run(how, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{BodySize: 4 << 10, SlowBody: 100 * time.Millisecond, ChunkSize: 1 << 10})
+				rec := &recorder{}
+				tr := newTransport(t, u.Transport(), bw.WithObserver(rec))
+				req, _ := http.NewRequest(http.MethodGet, breakwatertest.PipeURL, nil)
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := rec.kinds(); got != "call_start attempt(1,success)" {
+					t.Fatalf("events when RoundTrip returned: %s, want the call still going", got)
+				}
+				if how == "close" {
+					time.Sleep(250 * time.Millisecond)
+					resp.Body.Close()
+				} else {
+					if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if got := rec.kinds(); got != "call_start attempt(1,success) call_end(1,success)" {
+					t.Fatalf("events after the body ended: %s", got)
+				}
+				resp.Body.Close() // no second end
+				rec.mu.Lock()
+				defer rec.mu.Unlock()
+				if n := len(rec.events); n != 3 {
+					t.Fatalf("%d events, want 3", n)
+				}
+				if d := rec.events[2].Duration; d < 250*time.Millisecond {
+					t.Errorf("call duration %s, want it to cover the body (≥ 250ms)", d)
+				}
+			})
+		})
+	}
 }

@@ -187,8 +187,7 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 				if a.ep != nil {
 					c.servedBy = a.ep.name
 				}
-				t.end(c, a.o, nil)
-				return t.handOver(c, &a), nil
+				return t.handOver(c, &a), nil // its body ends the call
 			}
 			a.release()
 			err := c.fail(a.err, budgetSpent)

@@ -72,7 +72,7 @@ func timeoutStage(d time.Duration, cause error) Stage {
 				return nil, markTimeout(&h.ctx, err)
 			}
 			h.body.release.dctx = &h.ctx
-			h.body.track(&h.ctx, resp)
+			h.body.track(&h.ctx, resp, 0)
 			return resp, nil
 		})
 	}

@@ -31,7 +31,8 @@ import (
 // attempt and its hedges at once, each through stages 3 to 7.
 //
 // Both timeouts, the concurrency slot and a half-open probe lease last until
-// the response body is closed or read to EOF, not until RoundTrip returns.
+// the response body is closed or read to EOF, not until RoundTrip returns;
+// so does the call for its observers ([EventCallEnd]).
 //
 // A Transport honours the [http.RoundTripper] contract: it is safe for
 // concurrent use, never modifies the caller's request (each attempt after
@@ -478,8 +479,9 @@ func (t *Transport) observeAttempt(c *call, a *attemptResult, retry bool, wait t
 	}
 }
 
-// end reports the end of a call.
-// The last attempt's end (when it was just observed) is the call's end.
+// end reports the end of a call that returns an error (a call that
+// returns a response ends with its body: see callEnd). The last attempt's
+// end (when it was just observed) is the call's end.
 func (t *Transport) end(c *call, o Outcome, err error) {
 	if t.obs != nil {
 		now := c.ended
@@ -489,6 +491,49 @@ func (t *Transport) end(c *call, o Outcome, err error) {
 		t.emit(c, Event{Kind: EventCallEnd, Attempts: c.made, Retries: max(c.rounds-1, 0), Category: o.Category, Status: o.Status, Duration: time.Duration(now - c.start), Err: err,
 			Hedge: c.servedHedge, Endpoint: c.servedBy})
 	}
+}
+
+// callEnd reports the end of an observed call that returned a response
+// ([EventCallEnd]) when the response body ends: for in-flight counts and
+// call durations, the call lasts until then.
+type callEnd struct {
+	t       *Transport // nil when not observed
+	ctx     context.Context
+	key     string
+	method  string
+	start   int64
+	made    int32
+	retries int32
+	status  int32
+	cat     Category
+	hedge   bool
+}
+
+// observeEnd makes r report the end of c, when observed, with a's outcome.
+func (t *Transport) observeEnd(c *call, a *attemptResult, r *releaser) {
+	if t.obs != nil {
+		r.end = callEnd{t: t, ctx: c.ctx, key: c.name, method: c.req.Method, start: c.start, made: int32(c.made), retries: int32(max(c.rounds-1, 0)),
+			status: int32(a.o.Status), cat: a.o.Category, hedge: a.hedge}
+	}
+}
+
+// report sends the call's end at now (Transport nanoseconds; 0: read the
+// clock), once; ep is the endpoint that answered (failover), or nil.
+func (e *callEnd) report(now int64, ep *endpoint) {
+	t := e.t
+	if t == nil {
+		return
+	}
+	e.t = nil
+	if now == 0 {
+		now = t.now()
+	}
+	var name string
+	if ep != nil {
+		name = ep.name
+	}
+	notify(t.obs, e.ctx, Event{Kind: EventCallEnd, Key: e.key, Method: e.method, Attempts: int(e.made), Retries: int(e.retries), Category: e.cat, Status: int(e.status),
+		Duration: time.Duration(now - e.start), Hedge: e.hedge, Endpoint: name})
 }
 
 // classify classifies an attempt's result with the transport's classifier.

@@ -25,8 +25,8 @@
 //	breakwater_rejections_total{key,mechanism}                counter    work refused by a mechanism (breaker, rate_limit, …)
 //	breakwater_wait_seconds{key,mechanism}                    histogram  time spent waiting for a mechanism
 //	breakwater_attempt_duration_seconds{key,category}         histogram  attempt duration, to response headers or error
-//	breakwater_call_duration_seconds{key,category}            histogram  call duration, retries and waits included
-//	breakwater_in_flight{key}                                 gauge      calls inside RoundTrip (started, not yet ended)
+//	breakwater_call_duration_seconds{key,category}            histogram  call duration, retries, waits and the response body included
+//	breakwater_in_flight{key}                                 gauge      calls started, not yet ended (a call that returns a response ends with its body)
 //	breakwater_breaker_state{key}                             gauge      0 closed, 1 half-open, 2 open
 //	breakwater_breaker_open_seconds{key}                      gauge      seconds since the breaker last left closed; 0 when closed
 //	breakwater_breaker_transitions_total{key,from,to,reason}  counter    breaker state changes
