@@ -152,8 +152,8 @@ func (c *config) buildLimits() (limits, error) {
 }
 
 // admit runs the pause gate, the token bucket and the bulkhead for one
-// attempt of c, in that order, waiting until dl at the latest (the call's
-// deadline; now for a hedge, which never waits), and returns the breaker's
+// attempt of c, in that order, waiting within the call's deadline (a
+// hedge never waits), and returns the breaker's
 // permit for the attempt: the one given, or, when a pause held the key,
 // the breaker's answer after the pause. A half-open probe lease is given
 // back while a pause is waited out: held through the pause, it would
@@ -165,14 +165,21 @@ func (c *config) buildLimits() (limits, error) {
 // attempts offered, not only attempts sent. On success r holds the
 // attempt's concurrency slot, if any. With an observer, each wait is
 // reported as an [EventWait].
-func (l *limits) admit(c *call, r *attemptResult, permit Permit, dl time.Time) (Permit, error) {
+func (l *limits) admit(c *call, r *attemptResult, permit Permit, hedge bool) (Permit, error) {
 	// Time the admission only when something could make it wait: a token
 	// bucket, a bulkhead, or a pause somewhere (one atomic load).
 	paused := l.gates != nil && l.gates.latest.Load() != 0
 	r.waited = paused || l.rate != nil || l.bulk != nil
+	if !r.waited {
+		return permit, nil
+	}
 	var t0 time.Time
-	if l.obs != nil && r.waited {
+	if l.obs != nil {
 		t0 = time.Now()
+	}
+	dl := c.deadline() // the latest a wait may end
+	if hedge {
+		dl = time.Now()
 	}
 	if paused {
 		permit.release() // no probe lease is held through a pause

@@ -131,51 +131,49 @@ func (t *Transport) handOver(c *call, a *attemptResult) *http.Response {
 // attempt makes one attempt: admission by the breaker, the pause gate, the
 // rate limit and the bulkhead, then the base transport under the attempt's
 // context.
-func (t *Transport) attempt(c *call) attemptResult {
-	r, ok := t.admit(c, c.deadline(), false)
-	if ok {
+func (t *Transport) attempt(c *call, r *attemptResult) {
+	if t.admit(c, r, false, false) {
 		r.primary = c.hedge != nil
-		t.send(&r)
+		t.send(r)
 	}
-	return r
 }
 
 // admit prepares attempt c.attempts of c: its endpoint (failover),
 // admission by the breaker, then the pause gate (the breaker asked again
-// after a pause), the token bucket and the bulkhead waiting until dl at the
-// latest, the request with a replayed body, and the attempt's context
-// (always cancellable when racing). It reports false with the refusal in r
-// when the attempt is not to be made; r then holds at most its permit,
-// which release gives back.
-func (t *Transport) admit(c *call, dl time.Time, racing bool) (r attemptResult, ok bool) {
-	r = attemptResult{ctx: c.ctx, n: c.attempts, key: c.key, name: c.name, hs: c.hedge}
-	permit, err := t.allow(c, &r)
+// after a pause), the token bucket and the bulkhead waiting within the
+// call's deadline (a hedge never waits), the request with a replayed body,
+// and the attempt's context (always cancellable when racing), into r. It
+// reports false with the refusal in r when the attempt is not to be made;
+// r then holds at most its permit, which release gives back.
+func (t *Transport) admit(c *call, r *attemptResult, hedge, racing bool) bool {
+	*r = attemptResult{ctx: c.ctx, n: c.attempts, key: c.key, name: c.name, hs: c.hedge}
+	permit, err := t.allow(c, r)
 	if err != nil {
 		if !c.sent {
 			c.closeBody()
 		}
 		r.err, r.o = err, Outcome{Category: Rejected}
-		return r, false
+		return false
 	}
 	// Pause gate, rate limit and bulkhead: waits and refusals per attempt.
-	if permit, err = t.limits.admit(c, &r, permit, dl); err != nil {
+	if permit, err = t.limits.admit(c, r, permit, hedge); err != nil {
 		permit.release()
-		t.unprobe(&r)
+		t.unprobe(r)
 		if !c.sent {
 			c.closeBody()
 		}
 		r.err, r.o = err, classifyError(err)
-		return r, false
+		return false
 	}
 	r.permit = permit
 	var body io.ReadCloser // a replay of the caller's body
 	if (c.attempts > 1 || racing && c.sent) && hasBody(c.req) {
 		if body, err = c.req.GetBody(); err != nil {
 			r.permit.release()
-			t.unprobe(&r)
+			t.unprobe(r)
 			r.slot.Ignore() // no attempt was made: nothing for an adaptive limit to learn
 			r.err, r.o = err, Outcome{Category: Rejected}
-			return r, false
+			return false
 		}
 	}
 	// The clock is read once per stage boundary: the call's start serves
@@ -200,9 +198,9 @@ func (t *Transport) admit(c *call, dl time.Time, racing bool) (r attemptResult, 
 		}
 		c.sent = true
 		r.slot.Ignore()
-		t.unprobe(&r)
+		t.unprobe(r)
 		r.err, r.o, r.start = err, Outcome{Category: Rejected}, 0
-		return r, false
+		return false
 	}
 	r.ctx = withAttempt(c.ctx, c.attempts)
 	if own != 0 || racing {
@@ -223,7 +221,7 @@ func (t *Transport) admit(c *call, dl time.Time, racing bool) (r attemptResult, 
 	r.req, r.up = areq, c.up
 	c.sent = true
 	c.made++
-	return r, true
+	return true
 }
 
 // send hands an admitted attempt to the base transport and classifies its

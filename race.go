@@ -10,14 +10,15 @@ import (
 // round runs one round of the retry loop: one attempt, or, for a call that
 // may be hedged, a race of the attempt and its hedges when a hedge could
 // be sent (a delay is known, the budget has room, attempts are left).
-func (t *Transport) round(c *call) attemptResult {
+func (t *Transport) round(c *call, a *attemptResult) {
 	if hs := c.hedge; hs != nil && c.attempts < c.pol.MaxAttempts {
 		now := t.now()
 		if d, ok := hs.delayFor(now, t.cfg.hedging); ok && hs.room(now, t.cfg.hedging.budget) {
-			return t.race(c, d)
+			*a = t.race(c, d)
+			return
 		}
 	}
-	return t.attempt(c)
+	t.attempt(c, a)
 }
 
 // race holds the attempts of one hedged round that are still running.
@@ -54,8 +55,8 @@ func (rc *race) drainTime() time.Duration {
 // cancelled and clean up on their own goroutines; the winner is returned
 // to the loop as if it had been the only attempt.
 func (t *Transport) race(c *call, delay time.Duration) attemptResult {
-	first, ok := t.admit(c, c.deadline(), true)
-	if !ok {
+	var first attemptResult
+	if !t.admit(c, &first, false, true) {
 		return first
 	}
 	rc := &race{ch: make(chan *attemptResult, t.cfg.hedging.maxHedges+1), ctx: c.ctx, name: c.name, method: c.req.Method, deadline: c.deadline()}
@@ -139,7 +140,8 @@ func (t *Transport) hedge(c *call) (*attemptResult, bool) {
 	}
 	c.attempts++
 	probe := c.gateProbe // the round's own attempt may be the probe after a pause
-	r, ok := t.admit(c, time.Now(), true)
+	r := &attemptResult{}
+	ok := t.admit(c, r, true, true)
 	c.gateProbe = c.gateProbe || probe
 	if !ok {
 		c.attempts--
@@ -153,7 +155,7 @@ func (t *Transport) hedge(c *call) (*attemptResult, bool) {
 	if budget != nil {
 		r.retried = now
 	}
-	return &r, true
+	return r, true
 }
 
 // settle ends a race with w as its result: the attempts still running are

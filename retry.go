@@ -160,7 +160,8 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 	for {
 		c.attempts++
 		c.rounds++
-		a := t.round(c)
+		var a attemptResult
+		t.round(c, &a)
 		now := a.end // the clock is read once as an attempt ends
 		if c.hedge != nil {
 			now = t.now() // a race may go on after its winner ended

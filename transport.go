@@ -500,7 +500,7 @@ type callEnd struct {
 	t       *Transport // nil when not observed
 	ctx     context.Context
 	key     string
-	method  string
+	req     *http.Request // for its method
 	start   int64
 	made    int32
 	retries int32
@@ -512,7 +512,7 @@ type callEnd struct {
 // observeEnd makes r report the end of c, when observed, with a's outcome.
 func (t *Transport) observeEnd(c *call, a *attemptResult, r *releaser) {
 	if t.obs != nil {
-		r.end = callEnd{t: t, ctx: c.ctx, key: c.name, method: c.req.Method, start: c.start, made: int32(c.made), retries: int32(max(c.rounds-1, 0)),
+		r.end = callEnd{t: t, ctx: c.ctx, key: c.name, req: c.req, start: c.start, made: int32(c.made), retries: int32(max(c.rounds-1, 0)),
 			status: int32(a.o.Status), cat: a.o.Category, hedge: a.hedge}
 	}
 }
@@ -532,7 +532,7 @@ func (e *callEnd) report(now int64, ep *endpoint) {
 	if ep != nil {
 		name = ep.name
 	}
-	notify(t.obs, e.ctx, Event{Kind: EventCallEnd, Key: e.key, Method: e.method, Attempts: int(e.made), Retries: int(e.retries), Category: e.cat, Status: int(e.status),
+	notify(t.obs, e.ctx, Event{Kind: EventCallEnd, Key: e.key, Method: e.req.Method, Attempts: int(e.made), Retries: int(e.retries), Category: e.cat, Status: int(e.status),
 		Duration: time.Duration(now - e.start), Hedge: e.hedge, Endpoint: name})
 }
 
