@@ -26,12 +26,12 @@
 // conventions; "calls" and "attempts" are the counts of their duration
 // histograms, as the HTTP conventions count requests):
 //
-//	breakwater.call.duration            histogram      s             key, category   calls that ended, by outcome category
+//	breakwater.call.duration            histogram      s             key, category   calls that ended (with their response body), by outcome category
 //	breakwater.attempt.duration         histogram      s             key, category   attempts that reached the base transport
 //	breakwater.retries                  counter        {retry}       key, category   retries decided, by the failed attempt's category
 //	breakwater.rejections               counter        {rejection}   key, mechanism  work refused by a mechanism (breaker, rate_limit, …)
 //	breakwater.wait.duration            histogram      s             key, mechanism  time spent waiting for a mechanism
-//	breakwater.call.active              updowncounter  {call}        key             calls inside RoundTrip (started, not yet ended)
+//	breakwater.call.active              updowncounter  {call}        key             calls started, not yet ended (a response's call ends with its body)
 //	breakwater.breaker.status           updowncounter  1             key, state      1 for the state the breaker is in, 0 for the others
 //	breakwater.breaker.open_time        gauge          s             key             time since the breaker last left closed; 0 when closed
 //	breakwater.breaker.transitions      counter        {transition}  key, from, to, reason  breaker state changes
