@@ -230,7 +230,7 @@ func (l *limits) waited(c *call, m Mechanism, t0 time.Time) time.Time {
 	}
 	now := time.Now()
 	if d := now.Sub(t0); d >= minReportedWait {
-		notify(l.obs, c.ctx, Event{Kind: EventWait, Key: c.name, Method: c.req.Method, Attempt: c.attempts, Mechanism: m, Duration: d, Endpoint: c.endpoint()})
+		notify(l.obs, c.ctx, &Event{Kind: EventWait, Key: c.name, Method: c.req.Method, Attempt: c.attempts, Mechanism: m, Duration: d, Endpoint: c.endpoint()})
 	}
 	return now
 }

@@ -180,7 +180,7 @@ func (t *Transport) newEndpoints(f failover) *endpointSet {
 	}
 	if t.obs != nil {
 		s.report = func(key string, ep *endpoint, h Health, why Reason) {
-			notify(t.obs, context.Background(), Event{Kind: EventHealth, Key: key, Endpoint: ep.name, Health: h, Reason: why})
+			notify(t.obs, context.Background(), &Event{Kind: EventHealth, Key: key, Endpoint: ep.name, Health: h, Reason: why})
 		}
 	}
 	return s

@@ -63,7 +63,7 @@ func (in *inbound) finish(r *http.Request, s *served, panicked bool) {
 		return
 	}
 	status, cat := inboundOutcome(r, s.rw, panicked)
-	notify(in.obs, r.Context(), Event{
+	notify(in.obs, r.Context(), &Event{
 		Kind:     EventRequest,
 		Method:   r.Method,
 		Route:    RouteKey(r),
@@ -84,7 +84,7 @@ func (in *inbound) reject(w http.ResponseWriter, r *http.Request, rej Rejection)
 	}
 	if in.obs != nil {
 		route := RouteKey(r)
-		notify(in.obs, r.Context(), Event{
+		notify(in.obs, r.Context(), &Event{
 			Kind:      EventReject,
 			Key:       route, // bounded: never a client's address
 			Method:    r.Method,

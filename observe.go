@@ -158,20 +158,20 @@ type multiObserver []Observer
 
 func (m multiObserver) Observe(ctx context.Context, e Event) {
 	for _, o := range m {
-		notify(o, ctx, e)
+		notify(o, ctx, &e)
 	}
 }
 
 // notify delivers e to o, recovering a panic.
-func notify(o Observer, ctx context.Context, e Event) {
+func notify(o Observer, ctx context.Context, e *Event) {
 	defer func() { _ = recover() }()
-	o.Observe(ctx, e)
+	o.Observe(ctx, *e)
 }
 
 // transitionReporter returns a transition listener that reports to o.
 func transitionReporter(o Observer) func(Transition) {
 	return func(tr Transition) {
-		notify(o, context.Background(), Event{Kind: EventTransition, Key: tr.Key, Transition: &tr})
+		notify(o, context.Background(), &Event{Kind: EventTransition, Key: tr.Key, Transition: &tr})
 	}
 }
 

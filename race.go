@@ -231,7 +231,7 @@ func (t *Transport) finish(rc *race, r *attemptResult) {
 	r.release()
 	if t.obs != nil {
 		end := t.now()
-		notify(t.obs, rc.ctx, Event{Kind: EventAttempt, Key: rc.name, Method: rc.method, Attempt: r.n, Category: r.o.Category, Status: r.o.Status,
+		notify(t.obs, rc.ctx, &Event{Kind: EventAttempt, Key: rc.name, Method: rc.method, Attempt: r.n, Category: r.o.Category, Status: r.o.Status,
 			Duration: time.Duration(end - r.start), Err: r.err, Hedge: r.hedge, Endpoint: r.endpointName()})
 	}
 }

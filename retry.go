@@ -155,7 +155,7 @@ func RetryStage(opts ...Option) (Stage, error) {
 // goes on with the one that answered.
 func (t *Transport) run(c *call) (*http.Response, error) {
 	if t.obs != nil {
-		t.emit(c, Event{Kind: EventCallStart})
+		t.emit(c, &Event{Kind: EventCallStart})
 	}
 	for {
 		c.attempts++

@@ -454,7 +454,7 @@ func (c *call) endpoint() string {
 }
 
 // emit sends e, completed with the call's key and method, to the observers.
-func (t *Transport) emit(c *call, e Event) {
+func (t *Transport) emit(c *call, e *Event) {
 	e.Key, e.Method = c.name, c.req.Method
 	notify(t.obs, c.ctx, e)
 }
@@ -464,18 +464,18 @@ func (t *Transport) observeAttempt(c *call, a *attemptResult, retry bool, wait t
 	if a.o.Category == Rejected && a.err != nil {
 		if m := mechanismOf(a.err); m != "" { // else the body could not be replayed: no attempt
 			left, _ := RetryAfter(a.err)
-			t.emit(c, Event{Kind: EventReject, Attempt: a.n, Mechanism: m, Delay: left, Err: a.err, Hedge: a.hedge, Endpoint: a.endpointName()})
+			t.emit(c, &Event{Kind: EventReject, Attempt: a.n, Mechanism: m, Delay: left, Err: a.err, Hedge: a.hedge, Endpoint: a.endpointName()})
 		}
 		return
 	}
 	c.ended = a.end
 	ep := a.endpointName()
-	t.emit(c, Event{Kind: EventAttempt, Attempt: a.n, Category: a.o.Category, Status: a.o.Status, Duration: time.Duration(c.ended - a.start), Err: a.err, Hedge: a.hedge, Endpoint: ep})
+	t.emit(c, &Event{Kind: EventAttempt, Attempt: a.n, Category: a.o.Category, Status: a.o.Status, Duration: time.Duration(c.ended - a.start), Err: a.err, Hedge: a.hedge, Endpoint: ep})
 	switch {
 	case retry:
-		t.emit(c, Event{Kind: EventRetry, Attempt: a.n, Category: a.o.Category, Status: a.o.Status, Delay: wait, Endpoint: ep})
+		t.emit(c, &Event{Kind: EventRetry, Attempt: a.n, Category: a.o.Category, Status: a.o.Status, Delay: wait, Endpoint: ep})
 	case budget:
-		t.emit(c, Event{Kind: EventReject, Attempt: a.n, Mechanism: MechRetryBudget, Err: ErrRetryBudget, Endpoint: ep})
+		t.emit(c, &Event{Kind: EventReject, Attempt: a.n, Mechanism: MechRetryBudget, Err: ErrRetryBudget, Endpoint: ep})
 	}
 }
 
@@ -488,7 +488,7 @@ func (t *Transport) end(c *call, o Outcome, err error) {
 		if now == 0 || o.Category == Canceled {
 			now = t.now()
 		}
-		t.emit(c, Event{Kind: EventCallEnd, Attempts: c.made, Retries: max(c.rounds-1, 0), Category: o.Category, Status: o.Status, Duration: time.Duration(now - c.start), Err: err,
+		t.emit(c, &Event{Kind: EventCallEnd, Attempts: c.made, Retries: max(c.rounds-1, 0), Category: o.Category, Status: o.Status, Duration: time.Duration(now - c.start), Err: err,
 			Hedge: c.servedHedge, Endpoint: c.servedBy})
 	}
 }
@@ -532,7 +532,7 @@ func (e *callEnd) report(now int64, ep *endpoint) {
 	if ep != nil {
 		name = ep.name
 	}
-	notify(t.obs, e.ctx, Event{Kind: EventCallEnd, Key: e.key, Method: e.req.Method, Attempts: int(e.made), Retries: int(e.retries), Category: e.cat, Status: int(e.status),
+	notify(t.obs, e.ctx, &Event{Kind: EventCallEnd, Key: e.key, Method: e.req.Method, Attempts: int(e.made), Retries: int(e.retries), Category: e.cat, Status: int(e.status),
 		Duration: time.Duration(now - e.start), Hedge: e.hedge, Endpoint: name})
 }
 
