@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // A lib is one library's way of doing a group's work. setup runs once per
@@ -19,18 +20,22 @@ type lib struct {
 
 // compare runs every lib serially (b.Loop) and in parallel (b.RunParallel),
 // as Group/run=serial/lib=name and Group/run=parallel/lib=name. run.sh runs
-// the serial ones at -cpu 1 and the parallel ones at -cpu 1,2.
+// the serial ones at -cpu 1 and the parallel ones at -cpu 1,2. Besides
+// ns/op, each reports the process's CPU time per operation (cpu-ns/op),
+// which a busy, shared machine inflates far less than the wall clock.
 func compare(b *testing.B, libs []lib) {
 	b.Run("run=serial", func(b *testing.B) {
 		for _, l := range libs {
 			b.Run("lib="+l.name, func(b *testing.B) {
 				work := l.setup(b)()
 				b.ReportAllocs()
+				cpu0, _ := cpuTime()
 				for b.Loop() {
 					if err := work(); err != nil {
 						b.Fatal(err)
 					}
 				}
+				reportCPU(b, cpu0)
 			})
 		}
 	})
@@ -42,6 +47,7 @@ func compare(b *testing.B, libs []lib) {
 				fail := func(err error) { failed.CompareAndSwap(nil, &err) }
 				b.ReportAllocs()
 				b.ResetTimer()
+				cpu0, _ := cpuTime()
 				b.RunParallel(func(pb *testing.PB) {
 					work := newWorker()
 					for pb.Next() {
@@ -50,12 +56,20 @@ func compare(b *testing.B, libs []lib) {
 						}
 					}
 				})
+				reportCPU(b, cpu0)
 				if err := failed.Load(); err != nil {
 					b.Fatal(*err)
 				}
 			})
 		}
 	})
+}
+
+// reportCPU reports the process's CPU time since cpu0 per operation of b.
+func reportCPU(b *testing.B, cpu0 time.Duration) {
+	if cpu, ok := cpuTime(); ok && b.N > 0 {
+		b.ReportMetric(float64((cpu-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	}
 }
 
 // same returns a factory that hands every goroutine the same worker, for

@@ -94,7 +94,9 @@ type key struct {
 }
 
 // sample is one run's figures.
-type sample struct{ ns, bytes, allocs float64 }
+// cpu is the process's CPU time per operation (cpu-ns/op), 0 when the
+// run did not report it.
+type sample struct{ ns, bytes, allocs, cpu float64 }
 
 // results holds the samples of every configuration, in the order first
 // seen.
@@ -147,6 +149,8 @@ func parseBench(r io.Reader) (results, error) {
 				s.bytes = v
 			case "allocs/op":
 				s.allocs = v
+			case "cpu-ns/op":
+				s.cpu = v
 			}
 		}
 		if _, ok := res.samples[k]; !ok {
@@ -175,7 +179,8 @@ func (r results) median(k key) (m sample, spread float64, n int, ok bool) {
 		}
 		return (v[len(v)/2-1] + v[len(v)/2]) / 2
 	}
-	m = sample{pick(func(s sample) float64 { return s.ns }), pick(func(s sample) float64 { return s.bytes }), pick(func(s sample) float64 { return s.allocs })}
+	m = sample{pick(func(s sample) float64 { return s.ns }), pick(func(s sample) float64 { return s.bytes }), pick(func(s sample) float64 { return s.allocs }),
+		pick(func(s sample) float64 { return s.cpu })}
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, s := range ss {
 		lo, hi = min(lo, s.ns), max(hi, s.ns)
@@ -218,6 +223,25 @@ func (r results) libs(group string) []string {
 func (r results) ns(group, run, lib string, cpu int) (float64, bool) {
 	m, _, _, ok := r.median(key{group, run, lib, cpu})
 	return m.ns, ok
+}
+
+// cpuNS is ns for the process's CPU time per operation; false when the
+// runs did not report it.
+func (r results) cpuNS(group, run, lib string, cpu int) (float64, bool) {
+	m, _, _, ok := r.median(key{group, run, lib, cpu})
+	return m.cpu, ok && m.cpu > 0
+}
+
+// hasCPU reports whether group's runs reported CPU time.
+func (r results) hasCPU(group string) bool {
+	for _, k := range r.order {
+		if k.group == group {
+			if m, _, _, ok := r.median(k); ok && m.cpu > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func variantName(v key) string {
