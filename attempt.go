@@ -109,8 +109,7 @@ func (t *Transport) handOver(c *call, a *attemptResult) *http.Response {
 	var tb *trackedBody
 	switch {
 	case a.hold != nil:
-		tb = &a.hold.body
-		tb.release.dctx = &a.hold.ctx
+		tb = a.hold.use()
 	case a.permit.lease == 0 && !a.slot.held() && a.ep == nil && t.obs == nil:
 		return a.resp // it holds nothing
 	case untracked(a.resp):
@@ -119,12 +118,12 @@ func (t *Transport) handOver(c *call, a *attemptResult) *http.Response {
 		r.run(a.end)
 		return a.resp
 	default:
-		tb = &trackedBody{}
+		tb = &trackedBody{ctx: a.ctx}
 	}
 	r := &tb.release
 	r.permit, r.slot, r.ep = a.permit, a.slot, a.ep
 	t.observeEnd(c, a, r)
-	tb.track(a.ctx, a.resp, a.end)
+	tb.track(a.resp, a.end)
 	return a.resp
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,9 +20,8 @@ import (
 type trackedBody struct {
 	rc      io.ReadCloser
 	ctx     context.Context // the attempt's context, to report our timeouts
-	mu      sync.Mutex
-	cond    sync.Cond // on mu: a release under way has ended
-	state   uint8     // guarded by mu: bodyLive, bodyReleasing, bodyReleased
+	state   atomic.Uint32   // bodyLive, bodyReleasing or bodyReleased, maybe | bodyWaited
+	own     bool            // ctx is the attempt's own deadlineCtx, ended at release
 	release releaser
 	// stop unregisters expire; set before the response is returned and
 	// read only on the body's own path (Read, Close).
@@ -35,9 +35,15 @@ type hold struct {
 	body trackedBody
 }
 
-// releaser is everything one response holds until its body ends.
+// use makes h's body wrap the response of an attempt under h's context.
+func (h *hold) use() *trackedBody {
+	h.body.ctx, h.body.own = &h.ctx, true
+	return &h.body
+}
+
+// releaser is everything one response holds until its body ends, besides
+// its context.
 type releaser struct {
-	dctx   *deadlineCtx // the attempt's context
 	permit Permit
 	slot   Slot
 	ep     *endpoint // counts the attempt in flight (failover)
@@ -45,15 +51,12 @@ type releaser struct {
 }
 
 func (r *releaser) empty() bool {
-	return r.dctx == nil && r.permit.lease == 0 && !r.slot.held() && r.ep == nil && r.end.t == nil
+	return r.permit.lease == 0 && !r.slot.held() && r.ep == nil && r.end.t == nil
 }
 
 // run gives back what r holds and reports the call's end, at now
 // (Transport nanoseconds; 0: read the clock).
 func (r *releaser) run(now int64) {
-	if r.dctx != nil {
-		r.dctx.cancel()
-	}
 	r.permit.release()
 	r.slot.release()
 	if r.ep != nil {
@@ -70,8 +73,8 @@ func track(ctx context.Context, resp *http.Response, r releaser) {
 	case untracked(resp):
 		r.run(0)
 	default:
-		tb := &trackedBody{release: r}
-		tb.track(ctx, resp, 0)
+		tb := &trackedBody{ctx: ctx, release: r}
+		tb.track(resp, 0)
 	}
 }
 
@@ -83,69 +86,92 @@ func untracked(resp *http.Response) bool {
 	return resp.Body == nil || resp.Body == http.NoBody || resp.StatusCode == http.StatusSwitchingProtocols
 }
 
-// track makes resp.Body, read under ctx, release b.release when it ends;
-// a response whose body is untracked releases it at once, at now (see
-// releaser.run).
-func (b *trackedBody) track(ctx context.Context, resp *http.Response, now int64) {
+// track makes resp.Body, read under b.ctx, release what b holds when it
+// ends; a response whose body is untracked releases it at once, at now
+// (see releaser.run).
+func (b *trackedBody) track(resp *http.Response, now int64) {
 	if untracked(resp) {
-		b.release.run(now)
+		b.state.Store(bodyReleased)
+		b.releaseAll(now)
 		return
 	}
-	b.rc, b.ctx = resp.Body, ctx
-	if b.release.slot.held() && ctx.Done() != nil {
+	b.rc = resp.Body
+	if b.release.slot.held() && b.ctx.Done() != nil {
 		// A body nobody closes must not hold its concurrency slot past
 		// the attempt: give it back when the attempt's context ends.
-		b.stop = context.AfterFunc(ctx, b.expire)
+		b.stop = context.AfterFunc(b.ctx, b.expire)
 	}
 	resp.Body = b
+}
+
+// releaseAll ends b's own context and runs its releaser.
+func (b *trackedBody) releaseAll(now int64) {
+	if b.own {
+		b.ctx.(*deadlineCtx).cancel()
+	}
+	b.release.run(now)
 }
 
 // testHookRelease, set by a test, runs as a release of b begins.
 var testHookRelease func(b *trackedBody)
 
-// States of a trackedBody's release.
-const (
-	bodyLive uint8 = iota
-	bodyReleasing
-	bodyReleased
-)
-
 // finish releases what the response holds, once; called on the body's
 // path (Read, Close). When the expiry got there first, it returns once the
 // expiry's release is done, so that a caller whose Close returned never
 // finds the slot still held.
-func (b *trackedBody) finish() { b.releaseOnce(true) }
+func (b *trackedBody) finish() {
+	if b.stop != nil {
+		b.stop() // an expiry already started is waited for below
+	}
+	b.releaseOnce()
+}
 
 // expire releases what the response holds when the attempt's context
 // ended before the body did.
-func (b *trackedBody) expire() { b.releaseOnce(false) }
+func (b *trackedBody) expire() { b.releaseOnce() }
 
-func (b *trackedBody) releaseOnce(bodyPath bool) {
-	b.mu.Lock()
-	switch b.state {
-	case bodyReleasing:
-		for b.state != bodyReleased {
-			b.cond.Wait()
-		}
-		fallthrough
-	case bodyReleased:
-		b.mu.Unlock()
+// States of a trackedBody's release; bodyWaited is or-ed in by a Close
+// waiting for a release under way.
+const (
+	bodyLive uint32 = iota
+	bodyReleasing
+	bodyReleased
+	bodyWaited uint32 = 4
+)
+
+// bodyWaits is where a Close that raced an expiry waits for the expiry's
+// release to end (rare: one condition for every body is enough).
+var bodyWaits = sync.Cond{L: new(sync.Mutex)}
+
+func (b *trackedBody) releaseOnce() {
+	if !b.state.CompareAndSwap(bodyLive, bodyReleasing) {
+		b.waitReleased()
 		return
 	}
-	b.state = bodyReleasing
-	b.cond.L = &b.mu
-	b.mu.Unlock()
 	if testHookRelease != nil {
 		testHookRelease(b)
 	}
-	if bodyPath && b.stop != nil {
-		b.stop()
+	b.releaseAll(0)
+	if b.state.Swap(bodyReleased)&bodyWaited != 0 {
+		bodyWaits.L.Lock()
+		bodyWaits.Broadcast()
+		bodyWaits.L.Unlock()
 	}
-	b.release.run(0)
-	b.mu.Lock()
-	b.state = bodyReleased
-	b.cond.Broadcast()
-	b.mu.Unlock()
+}
+
+// waitReleased returns once the release under way, if any, has ended.
+func (b *trackedBody) waitReleased() {
+	bodyWaits.L.Lock()
+	defer bodyWaits.L.Unlock()
+	for {
+		s := b.state.Load()
+		switch {
+		case s == bodyReleased:
+			return
+		case s&bodyWaited != 0 || b.state.CompareAndSwap(s, s|bodyWaited):
+			bodyWaits.Wait() // the releaser broadcasts under L after it set bodyReleased
+		}
+	}
 }
 
 func (b *trackedBody) Read(p []byte) (int, error) {

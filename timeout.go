@@ -71,8 +71,7 @@ func timeoutStage(d time.Duration, cause error) Stage {
 				h.ctx.cancel()
 				return nil, markTimeout(&h.ctx, err)
 			}
-			h.body.release.dctx = &h.ctx
-			h.body.track(&h.ctx, resp, 0)
+			h.use().track(resp, 0)
 			return resp, nil
 		})
 	}
