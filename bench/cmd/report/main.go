@@ -103,6 +103,7 @@ type sample struct{ ns, bytes, allocs, cpu float64 }
 type results struct {
 	order   []key
 	samples map[key][]sample
+	failed  []string // benchmarks that failed in a round, once per failure
 }
 
 var cpuSuffix = regexp.MustCompile(`-(\d+)$`)
@@ -114,6 +115,10 @@ func parseBench(r io.Reader) (results, error) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
+		if len(f) >= 3 && strings.HasPrefix(f[0], "Benchmark") && f[1] == "---" {
+			res.failed = append(res.failed, f[0]) // "BenchmarkX-2 --- FAIL: BenchmarkX-2": its reason follows
+			continue
+		}
 		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
 			continue
 		}

@@ -56,6 +56,7 @@ func write(w io.Writer, r results, q quality.Report, tr tail.Report, env [][2]st
 	fmt.Fprintln(w)
 
 	writeTargets(w, r, q, tr)
+	writeFailed(w, r)
 
 	fmt.Fprint(w, "## Speed\n\n")
 	fmt.Fprint(w, "Median of the rounds for each figure. *vs breakwater* is the library's ns/op divided by breakwater's in the same setting: above 1, slower than breakwater. *Spread* is (max − min) / median of ns/op over the rounds: large spreads mean a noisy machine. Parallel runs at 1 CPU include `RunParallel`'s own bookkeeping.\n\n")
@@ -268,6 +269,27 @@ func writeTargets(w io.Writer, r results, q quality.Report, tr tail.Report) {
 		}
 	}
 	fmt.Fprintf(w, "| 0 leaks | %d goroutines, %d connections left over %s | %s |\n\n", g, c, strings.Join(scen, ", "), yes(g == 0 && c == 0))
+}
+
+// writeFailed lists the benchmark runs that failed: their rounds are
+// missing from the medians below.
+func writeFailed(w io.Writer, r results) {
+	if len(r.failed) == 0 {
+		return
+	}
+	counts := map[string]int{}
+	var names []string
+	for _, n := range r.failed {
+		if counts[n] == 0 {
+			names = append(names, n)
+		}
+		counts[n]++
+	}
+	fmt.Fprint(w, "**Failed runs** (missing from the medians below; see the benchmark's log for why):\n\n")
+	for _, n := range names {
+		fmt.Fprintf(w, "- `%s`: %d of the rounds\n", n, counts[n])
+	}
+	fmt.Fprintln(w)
 }
 
 // writeTailTargets checks hedging's figures: p99 at most a third of the
