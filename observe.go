@@ -26,7 +26,8 @@ const (
 	// Duration, Err): when RoundTrip returned an error or, for a call that
 	// returned a response, when its body was closed or read to EOF or an
 	// error (a body never closed never ends its call); Duration covers the
-	// body.
+	// body. For a call that returned a response, Attempt, Hedge and
+	// Endpoint say which attempt gave it.
 	EventCallEnd
 	// EventTransition: a breaker changed state (Transition).
 	EventTransition
@@ -41,9 +42,13 @@ const (
 	// EventHealth: an endpoint of a [Failover] was ejected or came back
 	// (Endpoint, Health, Reason).
 	EventHealth
+	// EventHedge: a hedge was sent (Attempt, its number; Delay, how long
+	// after the first attempt of its round; Endpoint). It ends as any
+	// attempt, in an EventAttempt with Hedge set.
+	EventHedge
 )
 
-var eventKindNames = [...]string{"", "call_start", "attempt", "retry", "call_end", "transition", "reject", "wait", "request", "health"}
+var eventKindNames = [...]string{"", "call_start", "attempt", "retry", "call_end", "transition", "reject", "wait", "request", "health", "hedge"}
 
 // String returns the kind's lower-case name.
 func (k EventKind) String() string {
@@ -95,7 +100,8 @@ type Event struct {
 	Attempt  int
 	Attempts int
 	// Retries counts the retries among a call's attempts (EventCallEnd);
-	// hedges are attempts but not retries.
+	// hedges are attempts but not retries: a call that returned a response
+	// sent Attempts − Retries − 1 hedges.
 	Retries   int
 	Category  Category
 	Status    int
@@ -105,8 +111,9 @@ type Event struct {
 	Err       error
 	// Transition is set for EventTransition, nil otherwise.
 	Transition *Transition
-	// Hedge marks an attempt (EventAttempt, EventReject) that was a hedge
-	// of another, and a call (EventCallEnd) that a hedge answered.
+	// Hedge marks an attempt (EventHedge, EventAttempt, EventReject) that
+	// was a hedge of another, and a call (EventCallEnd) that a hedge
+	// answered.
 	Hedge bool
 	// Endpoint is the [Failover] endpoint an attempt went to, or the one
 	// that answered a call; empty without failover.
@@ -178,7 +185,7 @@ func transitionReporter(o Observer) func(Transition) {
 // LogObserver returns an [Observer] that logs to l: breaker transitions and
 // endpoint ejections at Warn, endpoints coming back at Info, rejections at
 // Info (at most one per key and mechanism per interval, default 10 s, with
-// the number suppressed), retries at Debug.
+// the number suppressed), retries and hedges sent at Debug.
 // A nil l returns nil (silent).
 func LogObserver(l *slog.Logger, interval time.Duration) Observer {
 	if l == nil {
@@ -249,6 +256,10 @@ func (lo *logObserver) Observe(ctx context.Context, e Event) {
 		if lo.l.Enabled(ctx, slog.LevelDebug) {
 			lo.l.LogAttrs(ctx, slog.LevelDebug, "breakwater: retrying", slog.String("key", e.Key), slog.Int("attempt", e.Attempt),
 				slog.String("category", e.Category.String()), slog.Int("status", e.Status), slog.Duration("delay", e.Delay))
+		}
+	case EventHedge:
+		if lo.l.Enabled(ctx, slog.LevelDebug) {
+			lo.l.LogAttrs(ctx, slog.LevelDebug, "breakwater: hedging", slog.String("key", e.Key), slog.Int("attempt", e.Attempt), slog.Duration("after", e.Delay))
 		}
 	}
 }

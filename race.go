@@ -92,6 +92,9 @@ func (t *Transport) race(c *call, delay time.Duration) attemptResult {
 			}
 			h.lost = &rc.lost
 			hedges++
+			if t.obs != nil {
+				t.emit(c, &Event{Kind: EventHedge, Attempt: h.n, Delay: time.Duration(hedges) * delay, Hedge: true, Endpoint: h.endpointName()})
+			}
 			running = append(running, h)
 			t.launch(rc, h)
 			if hedges < t.cfg.hedging.maxHedges {

@@ -507,13 +507,14 @@ type callEnd struct {
 	status  int32
 	cat     Category
 	hedge   bool
+	attempt int16 // the attempt that answered: at most 1000 (MaxAttempts), in the padding
 }
 
 // observeEnd makes r report the end of c, when observed, with a's outcome.
 func (t *Transport) observeEnd(c *call, a *attemptResult, r *releaser) {
 	if t.obs != nil {
 		r.end = callEnd{t: t, ctx: c.ctx, key: c.name, req: c.req, start: c.start, made: int32(c.made), retries: int32(max(c.rounds-1, 0)),
-			status: int32(a.o.Status), cat: a.o.Category, hedge: a.hedge}
+			status: int32(a.o.Status), cat: a.o.Category, hedge: a.hedge, attempt: int16(a.n)}
 	}
 }
 
@@ -533,7 +534,7 @@ func (e *callEnd) report(now int64, ep *endpoint) {
 		name = ep.name
 	}
 	notify(t.obs, e.ctx, &Event{Kind: EventCallEnd, Key: e.key, Method: e.req.Method, Attempts: int(e.made), Retries: int(e.retries), Category: e.cat, Status: int(e.status),
-		Duration: time.Duration(now - e.start), Hedge: e.hedge, Endpoint: name})
+		Duration: time.Duration(now - e.start), Attempt: int(e.attempt), Hedge: e.hedge, Endpoint: name})
 }
 
 // classify classifies an attempt's result with the transport's classifier.
