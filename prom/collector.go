@@ -340,9 +340,6 @@ func (c *Collector) Observe(_ context.Context, e breakwater.Event) {
 	case breakwater.EventAttempt:
 		ks := c.keys.get(e.Key)
 		ks.attempts[categoryIndex(e.Category)].observe(c.boundsNs, e.Duration)
-		if e.Hedge {
-			ks.hedges.Add(1)
-		}
 		if e.Endpoint != "" {
 			ks.eps.get(e.Endpoint).attempts[categoryIndex(e.Category)].Add(1)
 		}
@@ -354,6 +351,8 @@ func (c *Collector) Observe(_ context.Context, e breakwater.Event) {
 		if e.Hedge {
 			ks.wins.Add(1)
 		}
+	case breakwater.EventHedge:
+		c.keys.get(e.Key).hedges.Add(1)
 	case breakwater.EventHealth:
 		c.keys.get(e.Key).eps.get(e.Endpoint).health(e)
 	case breakwater.EventReject:

@@ -82,3 +82,34 @@ func TestHedgingAndFailoverMetrics(t *testing.T) {
 		}
 	})
 }
+
+// TestHedgeCountedAsSent: a hedge counts when it is sent, while it is
+// still running, not when its attempt ends.
+func TestHedgeCountedAsSent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Delay: 100 * time.Millisecond})
+		reg := prometheus.NewPedanticRegistry()
+		c, err := prom.New(reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := newTransport(t, u.Transport(), bw.WithObserver(c), bw.WithHedging(bw.Hedging{Delay: 10 * time.Millisecond, Budget: 1}))
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, _ = call(context.Background(), tr, "http://service.test/")
+		}()
+		time.Sleep(50 * time.Millisecond)
+		synctest.Wait()
+		const key = "http://service.test"
+		got := gather(t, reg)
+		if hedges, attempts := got.sum(prom.MetricHedges, "key", key), got.sum(prom.MetricAttempts, "key", key); hedges != 1 || attempts != 0 {
+			t.Errorf("mid-call: %v hedges, %v attempts; want the hedge sent and no attempt ended", hedges, attempts)
+		}
+		<-done
+		synctest.Wait()
+		if hedges := gather(t, reg).sum(prom.MetricHedges, "key", key); hedges != 1 {
+			t.Errorf("after the call: %v hedges, want 1", hedges)
+		}
+	})
+}
