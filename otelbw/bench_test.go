@@ -180,6 +180,9 @@ func TestObservingAllocatesNothing(t *testing.T) {
 		{Kind: bw.EventReject, Key: "api.example.com", Mechanism: bw.MechBreaker, Err: bw.ErrCircuitOpen},
 		{Kind: bw.EventWait, Key: "api.example.com", Mechanism: bw.MechRateLimit, Duration: time.Millisecond},
 		{Kind: bw.EventRequest, Route: "/items/{id}", Method: "GET", Status: 200, Duration: time.Millisecond},
+		{Kind: bw.EventHedge, Key: "api.example.com", Attempt: 2, Delay: time.Millisecond, Hedge: true, Endpoint: "https://b.example.com"},
+		{Kind: bw.EventAttempt, Key: "api.example.com", Attempt: 2, Category: bw.Success, Status: 200, Hedge: true, Endpoint: "https://b.example.com"},
+		{Kind: bw.EventCallEnd, Key: "api.example.com", Attempt: 2, Attempts: 2, Category: bw.Success, Status: 200, Hedge: true, Endpoint: "https://b.example.com"},
 	}, oneCall...)
 	onNoop, err := otelbw.New(otelbw.WithMeterProvider(noop.NewMeterProvider()))
 	if err != nil {

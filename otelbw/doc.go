@@ -35,6 +35,8 @@
 //	breakwater.breaker.status           updowncounter  1             key, state      1 for the state the breaker is in, 0 for the others
 //	breakwater.breaker.open_time        gauge          s             key             time since the breaker last left closed; 0 when closed
 //	breakwater.breaker.transitions      counter        {transition}  key, from, to, reason  breaker state changes
+//	breakwater.hedges                   counter        {hedge}       key             hedges sent (WithHedging), counted as they are sent
+//	breakwater.hedge.wins               counter        {call}        key             calls a hedge answered
 //
 // Inbound, from the middleware's request events:
 //
@@ -48,7 +50,7 @@
 // metric of the same meaning, so that both report the same numbers for the
 // same run, and the prom package's counting invariant holds here too:
 //
-//	calls + retries = attempts + rejections{mechanism != retry_budget}
+//	calls + retries + hedges = attempts + rejections{mechanism != retry_budget}
 //
 // (but for calls canceled while waiting before a retry, one each).
 //
@@ -99,12 +101,23 @@
 //	breakwater.rejection  breakwater.key, breakwater.mechanism, breakwater.attempt (outbound),
 //	                      breakwater.retry_after (seconds, when the rejection knows), breakwater.error (its message)
 //	breakwater.wait       breakwater.key, breakwater.mechanism (rate_limit, pause, concurrency), breakwater.delay (seconds waited)
+//	breakwater.hedge      breakwater.key, breakwater.attempt (the hedge's), breakwater.delay (seconds after the first
+//	                      attempt of its round), when the hedge is sent
+//	breakwater.answer     breakwater.key, breakwater.attempt (the one whose response the call returned), breakwater.hedge
+//	                      (whether that attempt was a hedge), when a call that sent hedges ends with a response
+//
+// With failover, each also carries breakwater.endpoint: the endpoint of
+// the attempt that failed, was refused, was sent or answered.
 //
 // A breaker rejection is a breakwater.rejection with mechanism "breaker", a
 // pause that held a call a breakwater.wait with mechanism "pause" (or a
-// rejection when the pause outlasts the call's deadline). Each kind of
-// event maps to a span event in one place, so a new kind (a hedge, when
-// breakwater sends them) is one more case there.
+// rejection when the pause outlasts the call's deadline). The other kinds of
+// breakwater event have no span event: a call's start and end are its span's
+// own (but for the answer of a hedged call), each attempt can have a span of
+// its own (below), breaker transitions and endpoint ejections belong to no
+// call (they are reported with context.Background; the breaker
+// instruments count transitions), and an inbound request is its server
+// span. Each kind that has a span event maps to it in one place.
 //
 // # Spans per attempt
 //
@@ -116,10 +129,10 @@
 // # Performance
 //
 // Observing an event of a known key costs one map lookup and at most one
-// measurement, with attribute sets made once per key value: a successful
-// call is two measurements (its attempt's and its own duration) and two
-// atomic additions (calls in flight are counted by the observer and read
-// when the SDK collects). It allocates nothing with the no-op meter
+// measurement (two for the end of a call a hedge answered), with attribute sets made once per key value: a
+// successful call is two measurements (its attempt's and its own duration)
+// and two atomic additions (calls in flight are counted by the observer
+// and read when the SDK collects). It allocates nothing with the no-op meter
 // provider or the SDK's. A span event costs nothing unless the span
 // records. BenchmarkTransport and BenchmarkObserverOverhead measure the
 // Observer on the no-op provider and on the SDK's against a transport with

@@ -36,6 +36,8 @@ const (
 	delayAttr     = attribute.Key("breakwater.delay")
 	retryAfterKey = attribute.Key("breakwater.retry_after")
 	errorAttr     = attribute.Key("breakwater.error")
+	hedgeAttr     = attribute.Key("breakwater.hedge")
+	endpointAttr  = attribute.Key("breakwater.endpoint")
 )
 
 // attrs is one attribute set as ready-made measurement options, so that a

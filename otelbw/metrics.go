@@ -26,6 +26,8 @@ const (
 	MetricBreakerStatus          = "breakwater.breaker.status"
 	MetricBreakerOpenTime        = "breakwater.breaker.open_time"
 	MetricBreakerTransitions     = "breakwater.breaker.transitions"
+	MetricHedges                 = "breakwater.hedges"
+	MetricHedgeWins              = "breakwater.hedge.wins"
 	MetricInboundRequests        = "breakwater.inbound.requests"
 	MetricInboundRequestDuration = "breakwater.inbound.request.duration"
 )
@@ -39,6 +41,7 @@ var durationBounds = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10,
 type instruments struct {
 	callDur, attemptDur, waitDur, requestDur metric.Float64Histogram
 	retries, rejections, transitions         metric.Int64Counter
+	hedges, hedgeWins                        metric.Int64Counter
 	requests                                 metric.Int64Counter
 	active, status                           metric.Int64ObservableUpDownCounter
 	openTime                                 metric.Float64ObservableGauge
@@ -68,6 +71,8 @@ func (in *instruments) create(m metric.Meter, observe metric.Callback) error {
 	in.rejections = counter(MetricRejections, "{rejection}", "Work refused by a breakwater mechanism.")
 	in.transitions = counter(MetricBreakerTransitions, "{transition}", "Circuit breaker state changes.")
 	in.requests = counter(MetricInboundRequests, "{request}", "Inbound requests served through breakwater middleware.")
+	in.hedges = counter(MetricHedges, "{hedge}", "Hedges sent: attempts started while an earlier attempt of the same call was still running.")
+	in.hedgeWins = counter(MetricHedgeWins, "{call}", "Calls whose response came from a hedge.")
 	var err error
 	in.active, err = m.Int64ObservableUpDownCounter(MetricCallActive, metric.WithUnit("{call}"),
 		metric.WithDescription("Outbound calls started and not yet ended (inside RoundTrip)."))

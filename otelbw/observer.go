@@ -152,8 +152,9 @@ func (ob *Observer) keyValue(key string) (value string) {
 // Observe records e. It implements [breakwater.Observer]: it is safe for
 // concurrent use, never retains ctx, and ignores event kinds it does not
 // know. Metrics are recorded with ctx (a meter provider may take exemplars
-// from its span); retries, rejections and waits become events of the span
-// in ctx when that span is recording.
+// from its span); retries, rejections, waits, hedges and the answer of a
+// hedged call become events of the span in ctx when that span is
+// recording.
 func (ob *Observer) Observe(ctx context.Context, e breakwater.Event) {
 	if ob == nil {
 		return
@@ -164,6 +165,9 @@ func (ob *Observer) Observe(ctx context.Context, e breakwater.Event) {
 		ob.keys.get(e.Key).starts.Add(1)
 	case breakwater.EventAttempt:
 		in.attemptDur.Record(ctx, seconds(e.Duration), ob.keys.get(e.Key).byCategory[categoryIndex(e.Category)].rec...)
+	case breakwater.EventHedge:
+		in.hedges.Add(ctx, 1, ob.keys.get(e.Key).key.add...)
+		addSpanEvent(ctx, e)
 	case breakwater.EventRetry:
 		in.retries.Add(ctx, 1, ob.keys.get(e.Key).byCategory[categoryIndex(e.Category)].add...)
 		addSpanEvent(ctx, e)
@@ -171,6 +175,12 @@ func (ob *Observer) Observe(ctx context.Context, e breakwater.Event) {
 		ks := ob.keys.get(e.Key)
 		in.callDur.Record(ctx, seconds(e.Duration), ks.byCategory[categoryIndex(e.Category)].rec...)
 		ks.ends.Add(1)
+		if e.Hedge {
+			in.hedgeWins.Add(ctx, 1, ks.key.add...)
+		}
+		if hedged(&e) {
+			addSpanEvent(ctx, e)
+		}
 	case breakwater.EventReject:
 		in.rejections.Add(ctx, 1, ob.keys.get(e.Key).byMechanism[mechanismIndex(e.Mechanism)].add...)
 		addSpanEvent(ctx, e)

@@ -38,6 +38,11 @@ func exercise(o bw.Observer) {
 		{Kind: bw.EventReject, Key: "api.test", Mechanism: bw.MechBreaker, Err: bw.ErrCircuitOpen},
 		{Kind: bw.EventRequest, Route: "/items/{id}", Method: "GET", Status: 200, Category: bw.Success, Duration: 3 * time.Millisecond},
 		{Kind: bw.EventReject, Key: "/items/{id}", Mechanism: bw.MechShed},
+		{Kind: bw.EventCallStart, Key: "svc.test", Method: "GET"},
+		{Kind: bw.EventAttempt, Key: "svc.test", Attempt: 1, Category: bw.ServerError, Status: 500, Duration: 10 * time.Millisecond, Endpoint: "http://a.test"},
+		{Kind: bw.EventHedge, Key: "svc.test", Attempt: 2, Delay: 20 * time.Millisecond, Hedge: true, Endpoint: "http://b.test"},
+		{Kind: bw.EventAttempt, Key: "svc.test", Attempt: 2, Category: bw.Success, Status: 200, Duration: 5 * time.Millisecond, Hedge: true, Endpoint: "http://b.test"},
+		{Kind: bw.EventCallEnd, Key: "svc.test", Attempts: 2, Attempt: 2, Category: bw.Success, Status: 200, Duration: 25 * time.Millisecond, Hedge: true, Endpoint: "http://b.test"},
 	} {
 		o.Observe(ctx, e)
 	}
@@ -67,6 +72,8 @@ func TestInstrumentsFollowConventions(t *testing.T) {
 		otelbw.MetricBreakerTransitions:     {"{transition}", "counter", []string{"breakwater.breaker.from", "breakwater.breaker.reason", "breakwater.breaker.to", "breakwater.key"}},
 		otelbw.MetricInboundRequests:        {"{request}", "counter", []string{"breakwater.category", "http.request.method", "http.response.status_code", "http.route"}},
 		otelbw.MetricInboundRequestDuration: {"s", "histogram", []string{"http.route"}},
+		otelbw.MetricHedges:                 {"{hedge}", "counter", []string{"breakwater.key"}},
+		otelbw.MetricHedgeWins:              {"{call}", "counter", []string{"breakwater.key"}},
 	}
 	seen := map[string]bool{}
 	for _, m := range s.collect(t) {
@@ -269,6 +276,8 @@ func TestOddEventsDoNotBreakCollection(t *testing.T) {
 		{Kind: bw.EventRequest, Route: "", Method: "BREW", Status: 999, Category: 77, Duration: -5},
 		{Kind: bw.EventRequest, Route: "/x", Method: "get", Status: 0},
 		{Kind: bw.EventAttempt, Key: "boom"},
+		{Kind: bw.EventHedge, Key: ""},
+		{Kind: bw.EventCallEnd, Key: "k", Attempt: 3, Attempts: 1, Hedge: true},
 	} {
 		s.obs.Observe(ctx, e)
 	}

@@ -152,15 +152,22 @@ func promAsOTel(t *testing.T, reg prometheus.Gatherer) series {
 		prom.MetricInFlight:           "breakwater.call.active",
 		prom.MetricBreakerOpenSeconds: "breakwater.breaker.open_time",
 		prom.MetricBreakerTransitions: "breakwater.breaker.transitions",
+		prom.MetricHedges:             "breakwater.hedges",
+		prom.MetricHedgeWins:          "breakwater.hedge.wins",
 	}
 	labels := map[string]string{
 		"key": "breakwater.key", "category": "breakwater.category", "mechanism": "breakwater.mechanism",
 		"from": "breakwater.breaker.from", "to": "breakwater.breaker.to", "reason": "breakwater.breaker.reason",
+		"endpoint": "breakwater.endpoint",
 	}
 	attrsOf := func(m *dto.Metric, extra ...attribute.KeyValue) string {
 		var kvs []attribute.KeyValue
 		for _, lp := range m.GetLabel() {
-			kvs = append(kvs, attribute.String(labels[lp.GetName()], lp.GetValue()))
+			name := labels[lp.GetName()]
+			if lp.GetName() == "reason" && hasLabel(m, "endpoint") {
+				name = "breakwater.endpoint.reason" // an ejection's, not a transition's
+			}
+			kvs = append(kvs, attribute.String(name, lp.GetValue()))
 		}
 		return attrString(attribute.NewSet(append(kvs, extra...)...))
 	}
@@ -187,6 +194,9 @@ func promAsOTel(t *testing.T, reg prometheus.Gatherer) series {
 		for _, m := range mf.GetMetric() {
 			switch mf.GetType() {
 			case dto.MetricType_COUNTER:
+				if name == "breakwater.hedge.wins" && m.GetCounter().GetValue() == 0 {
+					continue // prom shows it beside hedges; an OTel counter appears with its first win
+				}
 				out[name+attrsOf(m)] = m.GetCounter().GetValue()
 			case dto.MetricType_GAUGE:
 				out[name+attrsOf(m)] = m.GetGauge().GetValue()
@@ -221,10 +231,21 @@ func promAsOTel(t *testing.T, reg prometheus.Gatherer) series {
 	return out
 }
 
+func hasLabel(m *dto.Metric, name string) bool {
+	for _, lp := range m.GetLabel() {
+		if lp.GetName() == name {
+			return true
+		}
+	}
+	return false
+}
+
 // requireSpanEventsMatch checks the span events of the run against the
 // metrics: one breakwater.retry event per retry counted, one
-// breakwater.rejection per rejection, one breakwater.wait per wait, with
-// the same attributes and, for waits, the same total time.
+// breakwater.rejection per rejection, one breakwater.wait per wait, one
+// breakwater.hedge per hedge, one breakwater.answer with breakwater.hedge
+// true per hedge win, with the same attributes and, for waits, the same
+// total time.
 func requireSpanEventsMatch(t *testing.T, s *sdk, got series) {
 	t.Helper()
 	events := series{}
@@ -238,7 +259,7 @@ func requireSpanEventsMatch(t *testing.T, s *sdk, got series) {
 			if d, ok := attr(e.Attributes, "breakwater.delay"); !ok || d.AsFloat64() <= 0 {
 				t.Errorf("a retry event without its delay: %v", e.Attributes)
 			}
-			if st, ok := attr(e.Attributes, "http.response.status_code"); !ok || (st.AsInt64() != 503 && st.AsInt64() != 429) {
+			if st, ok := attr(e.Attributes, "http.response.status_code"); !ok || st.AsInt64() < 429 {
 				t.Errorf("a retry event without the status that caused it: %v", e.Attributes)
 			}
 		case "breakwater.rejection":
@@ -250,13 +271,31 @@ func requireSpanEventsMatch(t *testing.T, s *sdk, got series) {
 			events["breakwater.wait.duration_count"+id]++
 			d, _ := attr(e.Attributes, "breakwater.delay")
 			events["breakwater.wait.duration_sum"+id] += d.AsFloat64()
+		case "breakwater.hedge":
+			events["breakwater.hedges"+attrString(attribute.NewSet(kv...))]++
+			if n, ok := attr(e.Attributes, "breakwater.attempt"); !ok || n.AsInt64() < 2 {
+				t.Errorf("a hedge event without the hedge's attempt number: %v", e.Attributes)
+			}
+			if d, ok := attr(e.Attributes, "breakwater.delay"); !ok || d.AsFloat64() <= 0 {
+				t.Errorf("a hedge event without its delay: %v", e.Attributes)
+			}
+		case "breakwater.answer":
+			if n, ok := attr(e.Attributes, "breakwater.attempt"); !ok || n.AsInt64() < 1 {
+				t.Errorf("an answer event without the attempt that answered: %v", e.Attributes)
+			}
+			if h, ok := attr(e.Attributes, "breakwater.hedge"); !ok {
+				t.Errorf("an answer event that does not say whether a hedge answered: %v", e.Attributes)
+			} else if h.AsBool() {
+				events["breakwater.hedge.wins"+attrString(attribute.NewSet(kv...))]++
+			}
 		default:
 			t.Errorf("unexpected span event %q", e.Name)
 		}
 	}
 	want := series{}
 	for id, v := range got {
-		for _, prefix := range []string{"breakwater.retries{", "breakwater.rejections{", "breakwater.wait.duration_count{", "breakwater.wait.duration_sum{"} {
+		for _, prefix := range []string{"breakwater.retries{", "breakwater.rejections{", "breakwater.wait.duration_count{", "breakwater.wait.duration_sum{",
+			"breakwater.hedges{", "breakwater.hedge.wins{"} {
 			if strings.HasPrefix(id, prefix) && v != 0 {
 				want[id] = v
 			}
@@ -272,7 +311,8 @@ func requireSpanEventsMatch(t *testing.T, s *sdk, got series) {
 			t.Errorf("span events %s: %v, the metrics have none", id, g)
 		}
 	}
-	t.Logf("span events: %d retries, %d rejections, %d waits over %d spans",
+	t.Logf("span events: %d retries, %d rejections, %d waits, %d hedges (%d won) over %d spans",
 		int(events.sum("breakwater.retries")), int(events.sum("breakwater.rejections")),
-		int(events.sum("breakwater.wait.duration_count")), len(s.spans.Ended()))
+		int(events.sum("breakwater.wait.duration_count")), int(events.sum("breakwater.hedges")),
+		int(events.sum("breakwater.hedge.wins")), len(s.spans.Ended()))
 }

@@ -14,13 +14,15 @@ const (
 	SpanEventRetry     = "breakwater.retry"
 	SpanEventRejection = "breakwater.rejection"
 	SpanEventWait      = "breakwater.wait"
+	SpanEventHedge     = "breakwater.hedge"
+	SpanEventAnswer    = "breakwater.answer"
 )
 
 // addSpanEvent records e as an event of the span in ctx when that span is
 // recording (the caller's span, or the one otelhttp starts around a
 // Transport it wraps). Each event kind that explains a call's time or its
-// end maps to one span event here; a new kind (a hedge, say) is one more
-// case.
+// end maps to one span event here; the package documentation says why the
+// other kinds have none.
 func addSpanEvent(ctx context.Context, e breakwater.Event) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
@@ -45,7 +47,7 @@ func spanEvent(e breakwater.Event) (string, []attribute.KeyValue) {
 		if e.Status != 0 {
 			kvs = append(kvs, semconv.HTTPResponseStatusCode(e.Status))
 		}
-		return SpanEventRetry, kvs
+		return SpanEventRetry, withEndpoint(kvs, e.Endpoint)
 	case breakwater.EventReject:
 		kvs := []attribute.KeyValue{key, mechanismAttr.String(mechanismNames[mechanismIndex(e.Mechanism)])}
 		if e.Attempt > 0 {
@@ -57,10 +59,35 @@ func spanEvent(e breakwater.Event) (string, []attribute.KeyValue) {
 		if e.Err != nil {
 			kvs = append(kvs, errorAttr.String(e.Err.Error()))
 		}
-		return SpanEventRejection, kvs
+		return SpanEventRejection, withEndpoint(kvs, e.Endpoint)
 	case breakwater.EventWait:
 		return SpanEventWait, []attribute.KeyValue{key, mechanismAttr.String(mechanismNames[mechanismIndex(e.Mechanism)]),
 			delayAttr.Float64(seconds(e.Duration))}
+	case breakwater.EventHedge:
+		// Which attempt the hedge is, and how long after the first attempt
+		// of its round it was sent.
+		return SpanEventHedge, withEndpoint([]attribute.KeyValue{key, attemptAttr.Int(e.Attempt), delayAttr.Float64(seconds(e.Delay))}, e.Endpoint)
+	case breakwater.EventCallEnd:
+		if !hedged(&e) {
+			return "", nil
+		}
+		// The attempt whose response a hedged call returned: a hedge, or
+		// the attempt the hedges were sent for.
+		return SpanEventAnswer, withEndpoint([]attribute.KeyValue{key, attemptAttr.Int(e.Attempt), hedgeAttr.Bool(e.Hedge)}, e.Endpoint)
 	}
 	return "", nil
+}
+
+// hedged reports whether e ends a call that returned a response and sent
+// at least one hedge: such a call made Attempts − Retries − 1 hedges.
+func hedged(e *breakwater.Event) bool {
+	return e.Kind == breakwater.EventCallEnd && e.Attempt > 0 && (e.Hedge || e.Attempts > e.Retries+1)
+}
+
+// withEndpoint adds the failover endpoint to kvs, when there is one.
+func withEndpoint(kvs []attribute.KeyValue, endpoint string) []attribute.KeyValue {
+	if endpoint == "" {
+		return kvs
+	}
+	return append(kvs, endpointAttr.String(endpoint))
 }

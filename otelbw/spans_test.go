@@ -262,3 +262,51 @@ func TestNoEventsWithoutARecordingSpan(t *testing.T) {
 		t.Fatalf("retries %v, want 2", v)
 	}
 }
+
+// TestHedgeEventsOnTheCallerSpan: a hedged call's span gets a
+// breakwater.hedge event when the hedge is sent (its attempt number and
+// delay) and a breakwater.answer event naming the attempt whose response
+// the call returned; a call that sent no hedge gets neither.
+func TestHedgeEventsOnTheCallerSpan(t *testing.T) {
+	hang := breakwatertest.Step{Hang: true}
+	for _, tc := range []struct {
+		name  string
+		steps []breakwatertest.Step
+		want  string
+	}{
+		{"the hedge answers", []breakwatertest.Step{hang, {}}, "breakwater.hedge attempt=2 delay=0.01; breakwater.answer attempt=2 hedge=true"},
+		{"the first attempt answers", []breakwatertest.Step{{Delay: 15 * time.Millisecond}, hang}, "breakwater.hedge attempt=2 delay=0.01; breakwater.answer attempt=1 hedge=false"},
+		{"no hedge needed", []breakwatertest.Step{{Delay: 5 * time.Millisecond}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newSDK(t)
+				u := breakwatertest.NewPipeUpstream(t, tc.steps...)
+				tr := newTransport(t, u.Transport(), bw.WithObserver(s.obs),
+					bw.WithHedging(bw.Hedging{Delay: 10 * time.Millisecond, Budget: 1}))
+				ctx, span := s.tracer.Start(context.Background(), "caller")
+				if status, err := call(ctx, tr, "http://upstream.test/"); status != 200 || err != nil {
+					t.Fatalf("call: %d, %v", status, err)
+				}
+				span.End()
+				synctest.Wait()
+				var got []string
+				for _, e := range ended(s.spans, "caller")[0].Events() {
+					line := e.Name
+					for _, k := range []string{"breakwater.attempt", "breakwater.delay", "breakwater.hedge"} {
+						if v, ok := attr(e.Attributes, k); ok {
+							line += " " + strings.TrimPrefix(k, "breakwater.") + "=" + v.String()
+						}
+					}
+					if str(t, e.Attributes, "breakwater.key") != "http://upstream.test" {
+						t.Errorf("%s: key %v", e.Name, e.Attributes)
+					}
+					got = append(got, line)
+				}
+				if g := strings.Join(got, "; "); g != tc.want {
+					t.Errorf("span events %q, want %q", g, tc.want)
+				}
+			})
+		})
+	}
+}
