@@ -183,6 +183,8 @@ func TestObservingAllocatesNothing(t *testing.T) {
 		{Kind: bw.EventHedge, Key: "api.example.com", Attempt: 2, Delay: time.Millisecond, Hedge: true, Endpoint: "https://b.example.com"},
 		{Kind: bw.EventAttempt, Key: "api.example.com", Attempt: 2, Category: bw.Success, Status: 200, Hedge: true, Endpoint: "https://b.example.com"},
 		{Kind: bw.EventCallEnd, Key: "api.example.com", Attempt: 2, Attempts: 2, Category: bw.Success, Status: 200, Hedge: true, Endpoint: "https://b.example.com"},
+		{Kind: bw.EventHealth, Key: "api.example.com", Endpoint: "https://a.example.com", Health: bw.HealthEjected, Reason: bw.ReasonOutlier},
+		{Kind: bw.EventHealth, Key: "api.example.com", Endpoint: "https://a.example.com", Health: bw.HealthHealthy, Reason: bw.ReasonProbesSucceeded},
 	}, oneCall...)
 	onNoop, err := otelbw.New(otelbw.WithMeterProvider(noop.NewMeterProvider()))
 	if err != nil {

@@ -63,3 +63,28 @@ func TestRouteCapBoundsAttributes(t *testing.T) {
 		t.Fatalf("inbound requests %v, want 10000", v)
 	}
 }
+
+// TestEndpointCapBoundsAttributes reports attempts and ejections of 200
+// endpoints under one key: breakwater.endpoint keeps 64 values, then
+// "other", and no attempt is lost.
+func TestEndpointCapBoundsAttributes(t *testing.T) {
+	s := newSDK(t)
+	ctx := context.Background()
+	for i := range 200 {
+		ep := fmt.Sprintf("https://e%d.example", i)
+		s.obs.Observe(ctx, bw.Event{Kind: bw.EventAttempt, Key: "svc", Category: bw.Success, Endpoint: ep})
+		s.obs.Observe(ctx, bw.Event{Kind: bw.EventHealth, Key: "svc", Endpoint: ep, Health: bw.HealthEjected, Reason: bw.ReasonOutlier})
+	}
+	got := s.series(t)
+	for _, name := range []string{otelbw.MetricEndpointAttempts, otelbw.MetricEndpointEjected, otelbw.MetricEndpointEjections} {
+		if eps := got.values(name, "breakwater.endpoint"); len(eps) != 65 || !eps["other"] {
+			t.Errorf("%s: %d endpoint values, want 65 including other", name, len(eps))
+		}
+	}
+	if v := got.sum(otelbw.MetricEndpointAttempts); v != 200 {
+		t.Errorf("endpoint attempts %v, want 200", v)
+	}
+	if v := got.sum(otelbw.MetricEndpointEjections, "breakwater.endpoint", "other"); v != 200-64 {
+		t.Errorf("ejections under other %v, want %d", v, 200-64)
+	}
+}

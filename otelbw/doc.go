@@ -37,6 +37,9 @@
 //	breakwater.breaker.transitions      counter        {transition}  key, from, to, reason  breaker state changes
 //	breakwater.hedges                   counter        {hedge}       key             hedges sent (WithHedging), counted as they are sent
 //	breakwater.hedge.wins               counter        {call}        key             calls a hedge answered
+//	breakwater.endpoint.attempts        counter        {attempt}     key, endpoint, category  attempts per failover endpoint (WithFailover)
+//	breakwater.endpoint.ejected         updowncounter  {endpoint}    key, endpoint   1 while outlier detection keeps the endpoint out, 0 otherwise
+//	breakwater.endpoint.ejections       counter        {ejection}    key, endpoint, endpoint.reason  ejections: failures, outlier, probe_failed
 //
 // Inbound, from the middleware's request events:
 //
@@ -84,10 +87,16 @@
 //   - http.request.method: the nine methods of RFC 9110 and RFC 5789,
 //     "_OTHER" for anything else, as the HTTP conventions bound it.
 //   - http.response.status_code: the status, absent outside 100–599.
+//   - breakwater.endpoint: a failover endpoint's base URL, as configured (a
+//     bounded set), cleaned like the key; after 64 per key value, "other".
+//   - breakwater.endpoint.reason: why an endpoint was ejected: "failures",
+//     "outlier", "probe_failed", "other" for anything else.
 //
 // The SDK's own cardinality limit (2000 attribute sets per instrument by
 // default) stays above what the outbound instruments can reach with the
-// default caps; beyond it the SDK folds new sets into its overflow series.
+// default caps, but for breakwater.endpoint.attempts when more than a few
+// keys fail over between many endpoints; beyond it the SDK folds new sets
+// into its overflow series.
 //
 // # Span events
 //
@@ -115,8 +124,8 @@
 // breakwater event have no span event: a call's start and end are its span's
 // own (but for the answer of a hedged call), each attempt can have a span of
 // its own (below), breaker transitions and endpoint ejections belong to no
-// call (they are reported with context.Background; the breaker
-// instruments count transitions), and an inbound request is its server
+// call (they are reported with context.Background and counted by the
+// breaker and endpoint instruments), and an inbound request is its server
 // span. Each kind that has a span event maps to it in one place.
 //
 // # Spans per attempt
@@ -129,7 +138,8 @@
 // # Performance
 //
 // Observing an event of a known key costs one map lookup and at most one
-// measurement (two for the end of a call a hedge answered), with attribute sets made once per key value: a
+// measurement (two for an attempt at a failover endpoint, or the end of a
+// call a hedge answered), with attribute sets made once per key value: a
 // successful call is two measurements (its attempt's and its own duration)
 // and two atomic additions (calls in flight are counted by the observer
 // and read when the SDK collects). It allocates nothing with the no-op meter

@@ -18,11 +18,12 @@ import (
 // TestHedgingAndFailoverMatchPrometheus runs hedged calls over a failover
 // of three endpoints, one of them down, with the Prometheus collector and
 // an Observer on one transport, every call inside its own span: every
-// OpenTelemetry data point (hedges and hedge wins included) equals the
-// Prometheus sample of the same meaning, the counting invariant holds with
-// hedges, and the spans carry one breakwater.hedge event per hedge counted
-// and one breakwater.answer event per hedged call that got a response,
-// saying which attempt gave it.
+// OpenTelemetry data point (hedges, hedge wins, attempts per endpoint, the
+// ejected endpoint and its ejection included) equals the Prometheus
+// sample of the same meaning, the counting invariant holds with hedges,
+// and the spans carry one breakwater.hedge event per hedge counted and one
+// breakwater.answer event per hedged call that got a response, saying
+// which attempt gave it.
 func TestHedgingAndFailoverMatchPrometheus(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var n atomic.Int64
@@ -74,6 +75,15 @@ func TestHedgingAndFailoverMatchPrometheus(t *testing.T) {
 		}
 		if wins := got.sum("breakwater.hedge.wins", "breakwater.key", key); wins == 0 || wins > hedges {
 			t.Errorf("hedge wins %v of %v hedges", wins, hedges)
+		}
+		if v := got.sum("breakwater.endpoint.attempts", "breakwater.key", key); v != attempts {
+			t.Errorf("endpoint attempts %v, attempts %v", v, attempts)
+		}
+		if v := got.sum("breakwater.endpoint.ejected", "breakwater.endpoint", "http://down.test"); v != 1 {
+			t.Errorf("down.test ejected: %v, want 1", v)
+		}
+		if v := got.sum("breakwater.endpoint.ejections", "breakwater.endpoint", "http://down.test", "breakwater.endpoint.reason", "failures"); v != 1 {
+			t.Errorf("down.test ejections for failures: %v, want 1", v)
 		}
 		requireSpanEventsMatch(t, s, got)
 

@@ -38,6 +38,8 @@ const (
 	errorAttr     = attribute.Key("breakwater.error")
 	hedgeAttr     = attribute.Key("breakwater.hedge")
 	endpointAttr  = attribute.Key("breakwater.endpoint")
+	// ejectionReasonAttr is why an endpoint was ejected.
+	ejectionReasonAttr = attribute.Key("breakwater.endpoint.reason")
 )
 
 // attrs is one attribute set as ready-made measurement options, so that a

@@ -28,6 +28,9 @@ const (
 	MetricBreakerTransitions     = "breakwater.breaker.transitions"
 	MetricHedges                 = "breakwater.hedges"
 	MetricHedgeWins              = "breakwater.hedge.wins"
+	MetricEndpointAttempts       = "breakwater.endpoint.attempts"
+	MetricEndpointEjected        = "breakwater.endpoint.ejected"
+	MetricEndpointEjections      = "breakwater.endpoint.ejections"
 	MetricInboundRequests        = "breakwater.inbound.requests"
 	MetricInboundRequestDuration = "breakwater.inbound.request.duration"
 )
@@ -42,8 +45,9 @@ type instruments struct {
 	callDur, attemptDur, waitDur, requestDur metric.Float64Histogram
 	retries, rejections, transitions         metric.Int64Counter
 	hedges, hedgeWins                        metric.Int64Counter
+	epAttempts, ejections                    metric.Int64Counter
 	requests                                 metric.Int64Counter
-	active, status                           metric.Int64ObservableUpDownCounter
+	active, status, ejected                  metric.Int64ObservableUpDownCounter
 	openTime                                 metric.Float64ObservableGauge
 }
 
@@ -73,6 +77,8 @@ func (in *instruments) create(m metric.Meter, observe metric.Callback) error {
 	in.requests = counter(MetricInboundRequests, "{request}", "Inbound requests served through breakwater middleware.")
 	in.hedges = counter(MetricHedges, "{hedge}", "Hedges sent: attempts started while an earlier attempt of the same call was still running.")
 	in.hedgeWins = counter(MetricHedgeWins, "{call}", "Calls whose response came from a hedge.")
+	in.epAttempts = counter(MetricEndpointAttempts, "{attempt}", "Attempts per failover endpoint, by outcome category.")
+	in.ejections = counter(MetricEndpointEjections, "{ejection}", "Failover endpoints ejected by outlier detection, by reason.")
 	var err error
 	in.active, err = m.Int64ObservableUpDownCounter(MetricCallActive, metric.WithUnit("{call}"),
 		metric.WithDescription("Outbound calls started and not yet ended (inside RoundTrip)."))
@@ -83,10 +89,13 @@ func (in *instruments) create(m metric.Meter, observe metric.Callback) error {
 	in.openTime, err = m.Float64ObservableGauge(MetricBreakerOpenTime, metric.WithUnit("s"),
 		metric.WithDescription("Time since the circuit breaker last left the closed state; 0 while closed."))
 	errs = append(errs, err)
+	in.ejected, err = m.Int64ObservableUpDownCounter(MetricEndpointEjected, metric.WithUnit("{endpoint}"),
+		metric.WithDescription("Failover endpoints ejected: 1 while outlier detection keeps the endpoint out, 0 otherwise."))
+	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	_, err = m.RegisterCallback(observe, in.active, in.status, in.openTime)
+	_, err = m.RegisterCallback(observe, in.active, in.status, in.openTime, in.ejected)
 	return err
 }
 
@@ -108,11 +117,12 @@ type keySeries struct {
 	byState     []attrs // key and breaker state, by state index
 	transitions attrCache
 	breaker     breakerAgg
+	eps         endpoints // failover endpoints
 }
 
 func newKeySeries(value string) *keySeries {
 	k := keyAttr.String(value)
-	ks := &keySeries{value: value, key: newAttrs(k)}
+	ks := &keySeries{value: value, key: newAttrs(k), eps: endpoints{key: value}}
 	for _, c := range categoryNames {
 		ks.byCategory = append(ks.byCategory, newAttrs(k, categoryAttr.String(c)))
 	}
@@ -165,8 +175,8 @@ func (rs *routeSeries) request(method string, status int, c breakwater.Category)
 
 // observeKeys reports the asynchronous instruments of every key seen: its
 // calls in flight, its breaker status (1 for the state its breakers are
-// in, the worst of them, 0 for the other states) and the time since they
-// left closed.
+// in, the worst of them, 0 for the other states), the time since they
+// left closed, and whether each of its failover endpoints is ejected.
 func (ob *Observer) observeKeys(_ context.Context, o metric.Observer) error {
 	now := time.Now()
 	in := &ob.inst
@@ -188,6 +198,13 @@ func (ob *Observer) observeKeys(_ context.Context, o metric.Observer) error {
 			o.ObserveInt64(in.status, v, ks.byState[i].obs...)
 		}
 		o.ObserveFloat64(in.openTime, open, ks.key.obs...)
+		ks.eps.each(func(es *endpointSeries) {
+			v := int64(0)
+			if es.ejected.Load() {
+				v = 1
+			}
+			o.ObserveInt64(in.ejected, v, es.ep.obs...)
+		})
 	})
 	return nil
 }

@@ -164,7 +164,11 @@ func (ob *Observer) Observe(ctx context.Context, e breakwater.Event) {
 	case breakwater.EventCallStart:
 		ob.keys.get(e.Key).starts.Add(1)
 	case breakwater.EventAttempt:
-		in.attemptDur.Record(ctx, seconds(e.Duration), ob.keys.get(e.Key).byCategory[categoryIndex(e.Category)].rec...)
+		ks, ci := ob.keys.get(e.Key), categoryIndex(e.Category)
+		in.attemptDur.Record(ctx, seconds(e.Duration), ks.byCategory[ci].rec...)
+		if e.Endpoint != "" {
+			in.epAttempts.Add(ctx, 1, ks.eps.get(e.Endpoint).byCategory[ci].add...)
+		}
 	case breakwater.EventHedge:
 		in.hedges.Add(ctx, 1, ob.keys.get(e.Key).key.add...)
 		addSpanEvent(ctx, e)
@@ -198,6 +202,10 @@ func (ob *Observer) Observe(ctx context.Context, e breakwater.Event) {
 		ks := ob.keys.get(key)
 		ks.breaker.record(*e.Transition)
 		in.transitions.Add(ctx, 1, ks.transition(e.Transition).add...)
+	case breakwater.EventHealth:
+		if set, ejected := ob.keys.get(e.Key).eps.get(e.Endpoint).health(e.Health, e.Reason); ejected {
+			in.ejections.Add(ctx, 1, set.add...)
+		}
 	case breakwater.EventRequest:
 		rs := ob.routes.get(e.Route)
 		in.requests.Add(ctx, 1, rs.request(e.Method, e.Status, e.Category).add...)

@@ -40,6 +40,7 @@ func exercise(o bw.Observer) {
 		{Kind: bw.EventReject, Key: "/items/{id}", Mechanism: bw.MechShed},
 		{Kind: bw.EventCallStart, Key: "svc.test", Method: "GET"},
 		{Kind: bw.EventAttempt, Key: "svc.test", Attempt: 1, Category: bw.ServerError, Status: 500, Duration: 10 * time.Millisecond, Endpoint: "http://a.test"},
+		{Kind: bw.EventHealth, Key: "svc.test", Endpoint: "http://a.test", Health: bw.HealthEjected, Reason: bw.ReasonFailures},
 		{Kind: bw.EventHedge, Key: "svc.test", Attempt: 2, Delay: 20 * time.Millisecond, Hedge: true, Endpoint: "http://b.test"},
 		{Kind: bw.EventAttempt, Key: "svc.test", Attempt: 2, Category: bw.Success, Status: 200, Duration: 5 * time.Millisecond, Hedge: true, Endpoint: "http://b.test"},
 		{Kind: bw.EventCallEnd, Key: "svc.test", Attempts: 2, Attempt: 2, Category: bw.Success, Status: 200, Duration: 25 * time.Millisecond, Hedge: true, Endpoint: "http://b.test"},
@@ -74,6 +75,9 @@ func TestInstrumentsFollowConventions(t *testing.T) {
 		otelbw.MetricInboundRequestDuration: {"s", "histogram", []string{"http.route"}},
 		otelbw.MetricHedges:                 {"{hedge}", "counter", []string{"breakwater.key"}},
 		otelbw.MetricHedgeWins:              {"{call}", "counter", []string{"breakwater.key"}},
+		otelbw.MetricEndpointAttempts:       {"{attempt}", "counter", []string{"breakwater.category", "breakwater.endpoint", "breakwater.key"}},
+		otelbw.MetricEndpointEjected:        {"{endpoint}", "updown", []string{"breakwater.endpoint", "breakwater.key"}},
+		otelbw.MetricEndpointEjections:      {"{ejection}", "counter", []string{"breakwater.endpoint", "breakwater.endpoint.reason", "breakwater.key"}},
 	}
 	seen := map[string]bool{}
 	for _, m := range s.collect(t) {
@@ -277,6 +281,9 @@ func TestOddEventsDoNotBreakCollection(t *testing.T) {
 		{Kind: bw.EventRequest, Route: "/x", Method: "get", Status: 0},
 		{Kind: bw.EventAttempt, Key: "boom"},
 		{Kind: bw.EventHedge, Key: ""},
+		{Kind: bw.EventAttempt, Key: "k", Endpoint: "\xff" + long},
+		{Kind: bw.EventHealth, Key: "k", Endpoint: "e", Health: bw.HealthEjected, Reason: "cosmic rays"},
+		{Kind: bw.EventHealth, Key: "k", Endpoint: "e", Health: "unheard of"},
 		{Kind: bw.EventCallEnd, Key: "k", Attempt: 3, Attempts: 1, Hedge: true},
 	} {
 		s.obs.Observe(ctx, e)
@@ -290,13 +297,14 @@ func TestOddEventsDoNotBreakCollection(t *testing.T) {
 		categories = append(categories, c.String())
 	}
 	bounded := map[string][]string{
-		"breakwater.category":       append(categories, "unknown"),
-		"breakwater.mechanism":      {"breaker", "rate_limit", "pause", "concurrency", "retry_budget", "shed", "timeout", "route_breaker", "other"},
-		"breakwater.breaker.from":   {"closed", "half_open", "open", "unknown"},
-		"breakwater.breaker.to":     {"closed", "half_open", "open", "unknown"},
-		"breakwater.breaker.state":  {"closed", "half_open", "open"},
-		"breakwater.breaker.reason": {"failures", "probe_failed", "open_elapsed", "probes_succeeded", "trip", "reset", "recovery_signal", "other"},
-		"http.request.method":       {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS", "TRACE", "_OTHER"},
+		"breakwater.category":        append(categories, "unknown"),
+		"breakwater.mechanism":       {"breaker", "rate_limit", "pause", "concurrency", "retry_budget", "shed", "timeout", "route_breaker", "other"},
+		"breakwater.breaker.from":    {"closed", "half_open", "open", "unknown"},
+		"breakwater.breaker.to":      {"closed", "half_open", "open", "unknown"},
+		"breakwater.breaker.state":   {"closed", "half_open", "open"},
+		"breakwater.breaker.reason":  {"failures", "probe_failed", "open_elapsed", "probes_succeeded", "trip", "reset", "recovery_signal", "other"},
+		"http.request.method":        {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS", "TRACE", "_OTHER"},
+		"breakwater.endpoint.reason": {"failures", "outlier", "probe_failed", "other"},
 	}
 	names := map[string]bool{}
 	for id := range got {

@@ -154,6 +154,9 @@ func promAsOTel(t *testing.T, reg prometheus.Gatherer) series {
 		prom.MetricBreakerTransitions: "breakwater.breaker.transitions",
 		prom.MetricHedges:             "breakwater.hedges",
 		prom.MetricHedgeWins:          "breakwater.hedge.wins",
+		prom.MetricEndpointAttempts:   "breakwater.endpoint.attempts",
+		prom.MetricEndpointEjected:    "breakwater.endpoint.ejected",
+		prom.MetricEndpointEjections:  "breakwater.endpoint.ejections",
 	}
 	labels := map[string]string{
 		"key": "breakwater.key", "category": "breakwater.category", "mechanism": "breakwater.mechanism",
