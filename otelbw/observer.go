@@ -167,11 +167,10 @@ func (ob *Observer) Observe(ctx context.Context, e breakwater.Event) {
 		ks, ci := ob.keys.get(e.Key), categoryIndex(e.Category)
 		in.attemptDur.Record(ctx, seconds(e.Duration), ks.byCategory[ci].rec...)
 		if e.Endpoint != "" {
-			in.epAttempts.Add(ctx, 1, ks.eps.get(e.Endpoint).byCategory[ci].add...)
+			ob.endpointAttempt(ctx, ks, e.Endpoint, ci)
 		}
 	case breakwater.EventHedge:
-		in.hedges.Add(ctx, 1, ob.keys.get(e.Key).key.add...)
-		addSpanEvent(ctx, e)
+		ob.hedge(ctx, &e)
 	case breakwater.EventRetry:
 		in.retries.Add(ctx, 1, ob.keys.get(e.Key).byCategory[categoryIndex(e.Category)].add...)
 		addSpanEvent(ctx, e)
@@ -179,11 +178,8 @@ func (ob *Observer) Observe(ctx context.Context, e breakwater.Event) {
 		ks := ob.keys.get(e.Key)
 		in.callDur.Record(ctx, seconds(e.Duration), ks.byCategory[categoryIndex(e.Category)].rec...)
 		ks.ends.Add(1)
-		if e.Hedge {
-			in.hedgeWins.Add(ctx, 1, ks.key.add...)
-		}
-		if hedged(&e) {
-			addSpanEvent(ctx, e)
+		if e.Attempts > 1 {
+			ob.hedgedEnd(ctx, ks, &e)
 		}
 	case breakwater.EventReject:
 		in.rejections.Add(ctx, 1, ob.keys.get(e.Key).byMechanism[mechanismIndex(e.Mechanism)].add...)
@@ -203,12 +199,42 @@ func (ob *Observer) Observe(ctx context.Context, e breakwater.Event) {
 		ks.breaker.record(*e.Transition)
 		in.transitions.Add(ctx, 1, ks.transition(e.Transition).add...)
 	case breakwater.EventHealth:
-		if set, ejected := ob.keys.get(e.Key).eps.get(e.Endpoint).health(e.Health, e.Reason); ejected {
-			in.ejections.Add(ctx, 1, set.add...)
-		}
+		ob.health(ctx, &e)
 	case breakwater.EventRequest:
 		rs := ob.routes.get(e.Route)
 		in.requests.Add(ctx, 1, rs.request(e.Method, e.Status, e.Category).add...)
 		in.requestDur.Record(ctx, seconds(e.Duration), rs.route.rec...)
+	}
+}
+
+// The failover and hedging events, kept out of Observe so that the events
+// of every call do not pay for them.
+
+// endpointAttempt counts an attempt at a failover endpoint.
+func (ob *Observer) endpointAttempt(ctx context.Context, ks *keySeries, endpoint string, ci int) {
+	ob.inst.epAttempts.Add(ctx, 1, ks.eps.get(endpoint).byCategory[ci].add...)
+}
+
+// hedge counts a hedge sent and puts it on the call's span.
+func (ob *Observer) hedge(ctx context.Context, e *breakwater.Event) {
+	ob.inst.hedges.Add(ctx, 1, ob.keys.get(e.Key).key.add...)
+	addSpanEvent(ctx, *e)
+}
+
+// hedgedEnd counts a call a hedge answered and, for a call that sent
+// hedges, puts the attempt that answered on its span.
+func (ob *Observer) hedgedEnd(ctx context.Context, ks *keySeries, e *breakwater.Event) {
+	if e.Hedge {
+		ob.inst.hedgeWins.Add(ctx, 1, ks.key.add...)
+	}
+	if hedged(e) {
+		addSpanEvent(ctx, *e)
+	}
+}
+
+// health follows an endpoint's ejections.
+func (ob *Observer) health(ctx context.Context, e *breakwater.Event) {
+	if set, ejected := ob.keys.get(e.Key).eps.get(e.Endpoint).health(e.Health, e.Reason); ejected {
+		ob.inst.ejections.Add(ctx, 1, set.add...)
 	}
 }
