@@ -116,7 +116,7 @@
 //	                      (whether that attempt was a hedge), when a call that sent hedges ends with a response
 //
 // With failover, each also carries breakwater.endpoint: the endpoint of
-// the attempt that failed, was refused, was sent or answered.
+// the attempt that failed, was refused, waited, was sent or answered.
 //
 // A breaker rejection is a breakwater.rejection with mechanism "breaker", a
 // pause that held a call a breakwater.wait with mechanism "pause" (or a

@@ -61,8 +61,8 @@ func spanEvent(e breakwater.Event) (string, []attribute.KeyValue) {
 		}
 		return SpanEventRejection, withEndpoint(kvs, e.Endpoint)
 	case breakwater.EventWait:
-		return SpanEventWait, []attribute.KeyValue{key, mechanismAttr.String(mechanismNames[mechanismIndex(e.Mechanism)]),
-			delayAttr.Float64(seconds(e.Duration))}
+		return SpanEventWait, withEndpoint([]attribute.KeyValue{key, mechanismAttr.String(mechanismNames[mechanismIndex(e.Mechanism)]),
+			delayAttr.Float64(seconds(e.Duration))}, e.Endpoint)
 	case breakwater.EventHedge:
 		// Which attempt the hedge is, and how long after the first attempt
 		// of its round it was sent.

@@ -310,3 +310,32 @@ func TestHedgeEventsOnTheCallerSpan(t *testing.T) {
 		})
 	}
 }
+
+// TestSpanEventsCarryTheEndpoint: with failover, every span event names
+// the endpoint of its attempt; without, none has the attribute.
+func TestSpanEventsCarryTheEndpoint(t *testing.T) {
+	for _, ep := range []string{"http://a.test", ""} {
+		s := newSDK(t)
+		ctx, span := s.tracer.Start(context.Background(), "caller")
+		for _, e := range []bw.Event{
+			{Kind: bw.EventRetry, Key: "svc", Attempt: 1, Category: bw.ServerError, Status: 500, Delay: time.Millisecond, Endpoint: ep},
+			{Kind: bw.EventReject, Key: "svc", Attempt: 2, Mechanism: bw.MechBreaker, Err: bw.ErrCircuitOpen, Endpoint: ep},
+			{Kind: bw.EventWait, Key: "svc", Mechanism: bw.MechRateLimit, Duration: time.Millisecond, Endpoint: ep},
+			{Kind: bw.EventHedge, Key: "svc", Attempt: 3, Delay: time.Millisecond, Hedge: true, Endpoint: ep},
+			{Kind: bw.EventCallEnd, Key: "svc", Attempt: 3, Attempts: 3, Retries: 1, Hedge: true, Endpoint: ep},
+		} {
+			s.obs.Observe(ctx, e)
+		}
+		span.End()
+		events := ended(s.spans, "caller")[0].Events()
+		if len(events) != 5 {
+			t.Fatalf("%d span events, want 5", len(events))
+		}
+		for _, e := range events {
+			got, ok := attr(e.Attributes, "breakwater.endpoint")
+			if ep == "" && ok || ep != "" && got.AsString() != ep {
+				t.Errorf("endpoint %q: %s has %v", ep, e.Name, e.Attributes)
+			}
+		}
+	}
+}
