@@ -118,6 +118,11 @@
 // With failover, each also carries breakwater.endpoint: the endpoint of
 // the attempt that failed, was refused, waited, was sent or answered.
 //
+// The answer comes when the call ends, which for a response is when its
+// body is read to its end or closed: a span that has ended by then does
+// not record it (otelhttp ends its span before closing the body, so the
+// answer shows on its span when the body is read to EOF first).
+//
 // A breaker rejection is a breakwater.rejection with mechanism "breaker", a
 // pause that held a call a breakwater.wait with mechanism "pause" (or a
 // rejection when the pause outlasts the call's deadline). The other kinds of
