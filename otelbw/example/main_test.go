@@ -3,12 +3,20 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/otelbw"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/metric/noop"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -154,4 +162,56 @@ func value(kvs []attribute.KeyValue, key string) (attribute.Value, bool) {
 		}
 	}
 	return attribute.Value{}, false
+}
+
+// TestHedgeEventsOnOtelhttpSpan: with otelhttp around a hedging breakwater
+// Transport, the call's span gets the hedge when it is sent and, the body
+// read to its end, the attempt that answered.
+func TestHedgeEventsOnOtelhttpSpan(t *testing.T) {
+	var n atomic.Int64
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			<-r.Context().Done() // the first attempt hangs until the hedge wins
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	defer upstream.Close()
+	base := &http.Transport{}
+	defer base.CloseIdleConnections()
+
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	defer tp.Shutdown(context.Background())
+	obs, err := otelbw.New(otelbw.WithMeterProvider(noop.NewMeterProvider()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := breakwater.NewTransport(breakwater.WithObserver(obs), breakwater.WithBase(base),
+		breakwater.WithHedging(breakwater.Hedging{Delay: 20 * time.Millisecond, Budget: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: otelhttp.NewTransport(tr, otelhttp.WithTracerProvider(tp), otelhttp.WithMeterProvider(noop.NewMeterProvider()))}
+	resp, err := client.Get(upstream.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "ok" {
+		t.Fatalf("body %q", body)
+	}
+	spans := sr.Ended()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans, want the call's", len(spans))
+	}
+	var got []string
+	for _, e := range spans[0].Events() {
+		a, _ := value(e.Attributes, "breakwater.attempt")
+		got = append(got, fmt.Sprintf("%s %d", e.Name, a.AsInt64()))
+	}
+	if g := strings.Join(got, ", "); g != "breakwater.hedge 2, breakwater.answer 2" {
+		t.Errorf("span events: %s; want the hedge sent and the answer it gave", g)
+	}
 }
