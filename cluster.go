@@ -109,8 +109,9 @@ func (l *rateLimiter) admitShared(ctx context.Context, maxWait time.Duration) (s
 		return st, max(0, delay), gcraParams{}
 	}
 	p = l.localParams()
-	ok, d, tat := l.cell.take(p, now, int64(maxWait))
-	st = l.status(p, tat, now)
+	// The clock is read again: the store may have taken its whole budget.
+	ok, d, tat, at := l.cell.take(p, l.now, int64(maxWait))
+	st = l.status(p, tat, at)
 	st.Limited = !ok
 	if !ok {
 		return st, 0, gcraParams{}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -69,6 +70,46 @@ func (f *fakeShared) count() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.calls
+}
+
+// downStore is a SharedLimiter that always fails; the first call after
+// slow is set takes 20 ms to do so.
+type downStore struct{ slow atomic.Bool }
+
+func (d *downStore) Take(context.Context, string, rate.Limit, int, time.Duration) (bw.RateLimitSnapshot, time.Duration, error) {
+	if d.slow.CompareAndSwap(true, false) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return bw.RateLimitSnapshot{}, 0, errors.New("down")
+}
+
+func (d *downStore) Replicas() int { return 1 }
+
+// TestSharedLimiterSlowFailureNotRefused: a request whose store call fails
+// only after 20 ms, while other requests at half the limit take the local
+// share's tokens, is judged by the share when the store gave up, not when
+// it asked, and admitted.
+func TestSharedLimiterSlowFailureNotRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := &downStore{}
+		rl, err := bw.NewRateLimiters(10_000, 10, bw.WithSharedLimiter(d), bw.WithMaxWait(0)) // a 1 ms burst window
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.slow.Store(true)
+		done := make(chan bw.RateLimitSnapshot)
+		go func() { done <- rl.Take("k") }()
+		synctest.Wait() // the store call is under way
+		for range 100 {
+			if st := rl.Take("k"); st.Limited {
+				t.Fatalf("a request at half the limit refused: %+v", st)
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+		if st := <-done; st.Limited {
+			t.Fatalf("refused after a slow store failure at half the limit: %+v", st)
+		}
+	})
 }
 
 func TestSharedLimiterCachesRefusals(t *testing.T) {

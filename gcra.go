@@ -65,20 +65,28 @@ func (p gcraParams) share(n int) gcraParams {
 	return gcraParams{interval: interval, burst: b, capacity: interval * b}
 }
 
-// take admits one request at now or refuses it. With maxWait > 0 a request
-// that would have to wait at most maxWait for its token reserves it, and
-// delay tells how long to wait before going; a refusal reserves nothing.
-// tat is the TAT after the decision.
-func (c *gcra) take(p gcraParams, now, maxWait int64) (ok bool, delay, tat int64) {
+// take admits one request or refuses it, at the instant clock reads.
+// With maxWait > 0 a request that would have to wait at most maxWait for
+// its token reserves it, and delay tells how long to wait before going; a
+// refusal reserves nothing. tat is the TAT after the decision and now the
+// clock reading it was made at.
+//
+// The clock is read after the TAT is loaded, and again for every retry of
+// the compare-and-swap: a caller held up between reading the clock and
+// deciding (preempted, or back from a slow shared store) is never judged
+// at a stale instant against a TAT other callers have moved on since,
+// which would refuse it at any rate below the limit.
+func (c *gcra) take(p gcraParams, clock func() int64, maxWait int64) (ok bool, delay, tat, now int64) {
 	for {
 		old := c.tat.Load()
+		now = clock()
 		next := max(old, now) + p.interval
 		delay = next - p.capacity - now
 		if delay > maxWait {
-			return false, delay, old
+			return false, delay, old, now
 		}
 		if c.tat.CompareAndSwap(old, next) {
-			return true, max(0, delay), next
+			return true, max(0, delay), next, now
 		}
 	}
 }

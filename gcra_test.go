@@ -10,6 +10,9 @@ import (
 	"golang.org/x/time/rate"
 )
 
+// at is a clock stopped at now.
+func at(now int64) func() int64 { return func() int64 { return now } }
+
 func TestGCRAParams(t *testing.T) {
 	for _, tc := range []struct {
 		limit    rate.Limit
@@ -37,7 +40,7 @@ func TestGCRASequence(t *testing.T) {
 	ms := int64(time.Millisecond)
 	step := func(now int64, wantOK bool, wantRemaining int64, wantRetry, wantReset time.Duration) {
 		t.Helper()
-		ok, delay, tat := c.take(p, now, 0)
+		ok, delay, tat, _ := c.take(p, at(now), 0)
 		rem, retry, reset := p.status(tat, now)
 		if ok != wantOK || delay < 0 || rem != wantRemaining || retry != wantRetry || reset != wantReset {
 			t.Fatalf("at %dms: ok=%v delay=%v remaining=%d retry=%v reset=%v, want %v %d %v %v",
@@ -73,7 +76,7 @@ func TestGCRAMatchesTokenBucket(t *testing.T) {
 		for i := range 20_000 {
 			// Arrivals on a 1 µs grid, averaging twice the limit.
 			now += int64(time.Microsecond) * r.Int64N(int64(float64(time.Second/time.Microsecond)/float64(tc.limit)))
-			ok, _, tat := c.take(p, now, 0)
+			ok, _, tat, _ := c.take(p, at(now), 0)
 			want := tb.AllowN(base.Add(time.Duration(now)), 1)
 			if ok == want {
 				agree++
@@ -91,24 +94,60 @@ func TestGCRAMatchesTokenBucket(t *testing.T) {
 	}
 }
 
+// TestGCRAPreemptedCallerNotRefused holds one caller up between its clock
+// read and its decision (the injected clock stands for a preemption, or a
+// slow store call before the local fallback) while other callers, far
+// below the limit, move the TAT on for longer than the burst window. The
+// held-up caller must be judged at the time it decides, and admitted.
+func TestGCRAPreemptedCallerNotRefused(t *testing.T) {
+	p := newGCRAParams(1e6, 1000) // 1 µs per token, a 1 ms burst window
+	var c gcra
+	var wall int64
+	others := func() {
+		// 10 ms of other callers at a tenth of the limit.
+		for range 1000 {
+			wall += int64(10 * time.Microsecond)
+			if ok, _, _, _ := c.take(p, at(wall), 0); !ok {
+				t.Fatalf("another caller refused at %v", time.Duration(wall))
+			}
+		}
+	}
+	held := true
+	clock := func() int64 {
+		now := wall
+		if held { // read the time, then lose the CPU for 10 ms
+			held = false
+			others()
+		}
+		return now
+	}
+	ok, delay, tat, now := c.take(p, clock, 0)
+	if !ok {
+		t.Fatalf("refused with a delay of %v after being held up for 10ms, at a tenth of the limit", time.Duration(delay))
+	}
+	if now != wall || tat != wall+2*p.interval { // the last other caller's token, then this one's
+		t.Fatalf("decided at %v with TAT %v, want at %v with TAT two intervals later", time.Duration(now), time.Duration(tat), time.Duration(wall))
+	}
+}
+
 func TestGCRAWaitReserves(t *testing.T) {
 	p := newGCRAParams(10, 1)
 	var c gcra
-	if ok, delay, _ := c.take(p, 0, int64(time.Second)); !ok || delay != 0 {
+	if ok, delay, _, _ := c.take(p, at(0), int64(time.Second)); !ok || delay != 0 {
 		t.Fatalf("first: ok=%v delay=%v", ok, delay)
 	}
-	ok, delay, tat := c.take(p, 0, int64(time.Second))
+	ok, delay, tat, _ := c.take(p, at(0), int64(time.Second))
 	if !ok || delay != int64(100*time.Millisecond) {
 		t.Fatalf("second: ok=%v delay=%v, want a reservation 100ms ahead", ok, delay)
 	}
 	if rem, retry, _ := p.status(tat, 0); rem != 0 || retry != 200*time.Millisecond {
 		t.Fatalf("after a reservation: remaining %d, retry %v", rem, retry)
 	}
-	if ok, delay, _ := c.take(p, 0, int64(150*time.Millisecond)); ok || delay != int64(200*time.Millisecond) {
+	if ok, delay, _, _ := c.take(p, at(0), int64(150*time.Millisecond)); ok || delay != int64(200*time.Millisecond) {
 		t.Fatalf("third with 150ms to wait: ok=%v delay=%v, want refused with 200ms", ok, delay)
 	}
 	c.cancel(p)
-	if ok, delay, _ := c.take(p, 0, int64(150*time.Millisecond)); !ok || delay != int64(100*time.Millisecond) {
+	if ok, delay, _, _ := c.take(p, at(0), int64(150*time.Millisecond)); !ok || delay != int64(100*time.Millisecond) {
 		t.Fatalf("after a cancel: ok=%v delay=%v", ok, delay)
 	}
 }
@@ -165,7 +204,7 @@ func TestGCRAConcurrent(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 2000 {
-				if ok, _, _ := c.take(p, clock.Load(), 0); ok {
+				if ok, _, _, _ := c.take(p, clock.Load, 0); ok {
 					admitted.Add(1)
 				}
 			}
@@ -178,8 +217,8 @@ func TestGCRAConcurrent(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 2000 {
-				now := clock.Add(int64(10 * time.Microsecond))
-				if ok, _, _ := c.take(p, now, 0); ok {
+				tick := func() int64 { return clock.Add(int64(10 * time.Microsecond)) }
+				if ok, _, _, _ := c.take(p, tick, 0); ok {
 					admitted.Add(1)
 				}
 			}
@@ -198,7 +237,7 @@ func TestGCRAAllocs(t *testing.T) {
 	now := int64(0)
 	if n := testing.AllocsPerRun(1000, func() {
 		now += 500
-		_, _, tat := c.take(p, now, 0)
+		_, _, tat, _ := c.take(p, at(now), 0)
 		_, _, _ = p.status(tat, now)
 		_ = p.nextToken(tat, now)
 	}); n != 0 {
@@ -213,7 +252,7 @@ func BenchmarkGCRATake(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			c.take(p, int64(time.Since(start)), 0)
+			c.take(p, func() int64 { return int64(time.Since(start)) }, 0)
 		}
 	})
 }

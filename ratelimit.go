@@ -98,7 +98,7 @@ func (l *rateLimiter) wait(ctx context.Context, dl time.Time) error {
 			delay = int64(st.RetryAfter)
 		}
 	} else {
-		ok, delay, _ = l.cell.take(p, l.now(), int64(maxWait))
+		ok, delay, _, _ = l.cell.take(p, l.now, int64(maxWait))
 	}
 	if !ok {
 		return rejected(ErrRateLimited, l.key, l.start.Add(time.Duration(l.now()+delay)))
@@ -152,8 +152,7 @@ func (l *rateLimiter) take(ctx context.Context) RateLimitSnapshot {
 		st, _, _ := l.admitShared(ctx, 0)
 		return st
 	}
-	now := l.now()
-	ok, _, tat := l.cell.take(l.p, now, 0)
+	ok, _, tat, now := l.cell.take(l.p, l.now, 0)
 	st := l.status(l.p, tat, now)
 	st.Limited = !ok
 	return st
