@@ -170,14 +170,13 @@ func (crl *clientRateLimit) storeKey(k string) string {
 	return "#" + strconv.FormatUint(maphash.String(crl.seed, k), 16)
 }
 
-// setHeaders writes the RateLimit fields of st. The one-element value
+// setHeaders writes the RateLimit fields: r tokens remaining, the next in
+// t seconds, the bucket full again after reset. The one-element value
 // slices of the precomputed table are shared by every response: net/http
 // only reads header values, and Set, Add and Del replace or copy them.
-func (crl *clientRateLimit) setHeaders(h http.Header, st RateLimitSnapshot) {
-	r := int64(st.Remaining)
-	t := min(retryAfterCeil(nextQuota(st, crl.interval)), crl.window)
+func (crl *clientRateLimit) setHeaders(h http.Header, r, t int64, reset time.Duration) {
 	h["Ratelimit-Policy"] = crl.policyHdr
-	if i := r*(crl.window+1) + t; crl.table != nil && r <= int64(st.Burst) && i < int64(len(crl.table)) {
+	if i := r*(crl.window+1) + t; crl.table != nil && i < int64(len(crl.table)) {
 		h["Ratelimit"] = crl.table[i]
 	} else {
 		h["Ratelimit"] = []string{crl.rateValue(r, t)}
@@ -185,8 +184,46 @@ func (crl *clientRateLimit) setHeaders(h http.Header, st RateLimitSnapshot) {
 	if crl.xHeaders {
 		h["X-Ratelimit-Limit"] = crl.limitHdr
 		h["X-Ratelimit-Remaining"] = []string{itoa(r)}
-		h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(time.Now().Add(st.Reset).Add(time.Second-1).Unix(), 10)}
+		h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(time.Now().Add(reset).Add(time.Second-1).Unix(), 10)}
 	}
+}
+
+// admit takes a token of key's bucket and writes the RateLimit fields to
+// h. It returns zero when the request is admitted, else how long until
+// the next token (never zero). A local bucket is read straight from its
+// GCRA: no snapshot, and no division for t when a token takes at most a
+// second (t is then 1 unless the bucket is full).
+func (crl *clientRateLimit) admit(r *http.Request, h http.Header, key string) time.Duration {
+	l := crl.rl.get(key)
+	if l.shared != nil {
+		st := l.take(r.Context())
+		t := min(retryAfterCeil(nextQuota(st, crl.interval)), crl.window)
+		crl.setHeaders(h, int64(st.Remaining), t, st.Reset)
+		if st.Limited {
+			return max(st.RetryAfter, time.Nanosecond)
+		}
+		return 0
+	}
+	p := &l.p
+	ok, _, tat, now := l.cell.take(*p, l.now, 0)
+	backlog := max(0, tat-now)
+	free := p.capacity - backlog
+	var rem, t int64
+	if free >= p.interval {
+		rem = free / p.interval
+	}
+	switch {
+	case backlog == 0:
+	case p.interval <= int64(time.Second):
+		t = 1 // the next token is at most a second away
+	default:
+		t = min(retryAfterCeil(p.nextToken(tat, now)), crl.window)
+	}
+	crl.setHeaders(h, rem, t, time.Duration(backlog))
+	if ok {
+		return 0
+	}
+	return time.Duration(max(1, p.interval-free))
 }
 
 // nextQuota is how long until st's bucket, which gains a token every
@@ -225,15 +262,13 @@ func (crl *clientRateLimit) wrap(next http.Handler) http.Handler {
 		}
 		s := crl.in.begin(w, false)
 		key := crl.storeKey(crl.key(r))
-		st := crl.rl.take(r.Context(), key)
-		crl.setHeaders(w.Header(), st)
-		if st.Limited {
+		if retry := crl.admit(r, w.Header(), key); retry > 0 {
 			crl.in.reject(s.writer(w), r, Rejection{
 				Mechanism:  MechRateLimit,
 				Status:     crl.in.status,
-				RetryAfter: max(st.RetryAfter, time.Nanosecond),
+				RetryAfter: retry,
 				Key:        key,
-				Err:        rejected(ErrRateLimited, key, time.Now().Add(st.RetryAfter)),
+				Err:        rejected(ErrRateLimited, key, time.Now().Add(retry)),
 			})
 			crl.in.finish(r, &s, false)
 			return

@@ -1,7 +1,9 @@
 package breakwater_test
 
 import (
+	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -289,4 +291,70 @@ func TestClientRateLimitResetNeverPastRetryAfter(t *testing.T) {
 			t.Fatalf("refilled: RateLimit %q", rec.Header().Get("RateLimit"))
 		}
 	})
+}
+
+// snapshotStore is a SharedLimiter answering from a local registry, so a
+// ClientRateLimit on it writes its fields from the registry's snapshots.
+type snapshotStore struct{ rl *bw.RateLimiters }
+
+func (s snapshotStore) Take(_ context.Context, key string, _ rate.Limit, _ int, _ time.Duration) (bw.RateLimitSnapshot, time.Duration, error) {
+	return s.rl.Take(key), 0, nil
+}
+
+func (snapshotStore) Replicas() int { return 1 }
+
+// TestClientRateLimitFieldsMatchSnapshot drives a local ClientRateLimit,
+// which reads its bucket's GCRA directly, and one whose every answer is a
+// RateLimitSnapshot, with the same random arrivals: status, Retry-After and
+// every RateLimit field must agree.
+func TestClientRateLimitFieldsMatchSnapshot(t *testing.T) {
+	for _, tc := range []struct {
+		limit rate.Limit
+		burst int
+	}{{10, 3}, {1000, 50}, {3, 1}, {0.5, 2}, {0.2, 5}, {1, 1}} {
+		t.Run(fmt.Sprintf("%v/%d", tc.limit, tc.burst), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var retry [2]time.Duration // each side's last Rejection.RetryAfter
+				deny := func(i int) bw.Option {
+					return bw.WithDenyHandler(func(w http.ResponseWriter, r *http.Request, rej bw.Rejection) {
+						retry[i] = rej.RetryAfter
+						bw.WriteProblem(w, r, rej)
+					})
+				}
+				opts := []bw.Option{bw.WithXRateLimitHeaders(true)}
+				local, _ := newClientRateLimit(t, tc.limit, tc.burst, bw.RemoteAddrKey, append(opts, deny(0))...)
+				inner, err := bw.NewRateLimiters(tc.limit, tc.burst, bw.WithMaxWait(0))
+				if err != nil {
+					t.Fatal(err)
+				}
+				shared, err := bw.NewRateLimiters(tc.limit, tc.burst, bw.WithSharedLimiter(snapshotStore{inner}), bw.WithMaxWait(0))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+				a := local(ok)
+				b := mw(t)(bw.ClientRateLimit(shared, bw.RemoteAddrKey, append(opts, deny(1))...))(ok)
+				r := rand.New(rand.NewPCG(uint64(tc.burst), 7))
+				mean := float64(time.Second) / float64(tc.limit)
+				codes := map[int]int{}
+				for i := range 2000 {
+					time.Sleep(time.Duration(r.ExpFloat64() * mean / 3)) // 1.5 times the limit per client
+					remote := fmt.Sprintf("192.0.2.%d:1", r.IntN(2))
+					ra, rb := from(a, remote), from(b, remote)
+					codes[ra.Code]++
+					if retry[0] != retry[1] {
+						t.Fatalf("request %d: refused for %v, from a snapshot for %v", i, retry[0], retry[1])
+					}
+					for _, f := range []string{"RateLimit", "RateLimit-Policy", "Retry-After", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
+						if ra.Code != rb.Code || ra.Header().Get(f) != rb.Header().Get(f) {
+							t.Fatalf("request %d: %d %s %q, from a snapshot %d %q", i, ra.Code, f, ra.Header().Get(f), rb.Code, rb.Header().Get(f))
+						}
+					}
+				}
+				if codes[200] == 0 || codes[429] == 0 {
+					t.Fatalf("statuses %v: the arrivals must meet both answers", codes)
+				}
+			})
+		})
+	}
 }

@@ -267,11 +267,6 @@ func (rs *RateLimiters) Take(key string) RateLimitSnapshot {
 	return rs.get(key).take(context.Background())
 }
 
-// take is Take on ctx (a shared limiter's round trip runs on it).
-func (rs *RateLimiters) take(ctx context.Context, key string) RateLimitSnapshot {
-	return rs.get(key).take(ctx)
-}
-
 // Reset fills key's bucket again; requests waiting for a token keep their
 // turns.
 func (rs *RateLimiters) Reset(key string) {
