@@ -212,8 +212,10 @@ func WithMaxRetryAfter(d time.Duration) Option {
 // keeps a breaker for (default [RouteKey]), the group a [Shedder] bounds
 // (default: one for every request). A key function must return few
 // distinct keys (hosts or routes, not paths), since the registries are
-// bounded. A KeyFunc that panics fails the call with an error (outbound)
-// or the request with a 500 (inbound).
+// bounded. A KeyFunc that panics fails the call with an error (outbound:
+// no RoundTripper may panic); inbound, its panic goes on up as the
+// handler's own would, before anything is counted or held, for net/http or
+// your recovery middleware to answer and log.
 func WithKeyFunc(fn KeyFunc) Option {
 	return option(func(s *settings) {
 		switch {
@@ -307,7 +309,8 @@ func WithDenyHandler(h func(w http.ResponseWriter, r *http.Request, rej Rejectio
 // inbound middleware: they go straight to the next handler, untouched and
 // unreported (health checks, readiness probes, an operator's endpoints).
 // fn runs on every request before anything else and must be fast and safe
-// for concurrent use. A nil fn (the default) exempts nothing.
+// for concurrent use; if it panics, the panic goes on up as the handler's
+// own would. A nil fn (the default) exempts nothing.
 func WithExempt(fn func(r *http.Request) bool) Option {
 	return option(func(s *settings) {
 		if in := s.forInbound("WithExempt"); in != nil {
