@@ -12,8 +12,9 @@
 //
 //   - rate limits, inbound per client or outbound per upstream:
 //     [breakwater.WithSharedLimiter] with [Store.Limiter]. Every admission
-//     is one round trip running the GCRA that breakwater's local limiter
-//     runs, in one Lua script, on Redis's clock;
+//     runs the GCRA that breakwater's local limiter runs, in one Lua
+//     script, on Redis's clock, in one round trip (shared with concurrent
+//     admissions, see "Batching");
 //   - pauses, so that one replica's 429 with Retry-After holds the key on
 //     every replica: [breakwater.WithClusterBus] with [Store.Bus], given
 //     to the pause gates;
@@ -47,6 +48,29 @@
 //		MaxRetries:            -1,
 //		DialerRetries:         1,
 //	})
+//
+// # Batching
+//
+// An admission that finds no other of the Store's in flight goes to Redis
+// at once, on its caller's goroutine. Those that arrive while one is in
+// flight queue, and when it ends one sender goroutine sends everything
+// queued in one pipeline: one round trip, one socket write and read, for
+// many admissions. Nothing waits for company, so one caller alone pays
+// what a plain EVALSHA does, and many callers pay one round trip per
+// batch instead of one each: on two cores, 64 concurrent callers were
+// admitted twice as fast as go-redis/redis_rate admits them with one round
+// trip each, with a p99 near a bare PING's (figures in the README). Each admission keeps its own budget: a
+// caller whose budget ends stops waiting and falls back to its local
+// share while the batch goes on, and an answer that comes too late is
+// dropped. An admission whose budget ended before its batch left is not
+// sent. At most 1024 admissions wait; one more falls back at once with
+// [ErrQueueFull], which does not count against Redis. A batch that fails
+// (Redis down, a late answer) counts as each of its callers' failure, as
+// a single call would. A batch answered NOSCRIPT (Redis restarted or its
+// scripts flushed) is sent again with the script's source. On a
+// ClusterClient, go-redis splits a batch by node and sends to the nodes in
+// parallel. With a client that ignores deadlines, every admission goes
+// through the sender, so none costs a goroutine of its own.
 //
 // # Keys
 //

@@ -37,9 +37,11 @@ if delay < 0 then delay = 0 end
 return {1, delay, nxt - now}
 `)
 
-// Limiter is a [breakwater.SharedLimiter] on Redis: every admission is one
-// round trip running the GCRA script on Redis's clock. Build it with
-// [Store.Limiter]; it is safe for concurrent use.
+// Limiter is a [breakwater.SharedLimiter] on Redis: every admission runs
+// the GCRA script on Redis's clock, in one round trip. Admissions that
+// arrive while another is in flight share the next round trip (see
+// "Batching" in the package doc). Build it with [Store.Limiter]; it is
+// safe for concurrent use.
 type Limiter struct {
 	s      *Store
 	prefix string // namespace:rl:name:
@@ -86,12 +88,11 @@ func (l *Limiter) Take(ctx context.Context, key string, limit rate.Limit, burst 
 		return breakwater.RateLimitSnapshot{}, 0, fmt.Errorf("redisstore: invalid policy %v/s burst %d", float64(limit), burst)
 	}
 	interval, capacity := params(limit, burst)
-	var res []int64
-	err := l.s.do(ctx, func(ctx context.Context) error {
-		var err error
-		res, err = gcraScript.Run(ctx, l.s.client, []string{l.Key(key)}, interval, burst, maxWait.Microseconds()).Int64Slice()
-		return err
-	})
+	cmd, err := l.s.evalBatched(ctx, []string{l.Key(key)}, interval, burst, maxWait.Microseconds())
+	if err != nil {
+		return breakwater.RateLimitSnapshot{}, 0, err
+	}
+	res, err := cmd.Int64Slice()
 	if err != nil {
 		return breakwater.RateLimitSnapshot{}, 0, err
 	}

@@ -50,6 +50,7 @@ type config struct {
 	heartbeat time.Duration
 	replicas  int
 	onMode    func(shared bool, err error)
+	queue     int // admissions that may wait for the sender
 }
 
 // WithNamespace prefixes every key and channel the Store uses with ns, so
@@ -64,8 +65,9 @@ func WithReplicaID(id string) Option { return func(c *config) { c.id = id } }
 // gives up with [ErrBudget] and the caller falls back to its local share.
 // It holds even when the client was built without ContextTimeoutEnabled
 // (go-redis then ignores context deadlines): such calls are waited for on
-// a timer instead, at the cost of a goroutine each. Default:
-// [DefaultBudget].
+// a timer instead. A rate limit admission waits for its answer on its own
+// budget either way; the Store's other calls (heartbeat, bus) then cost a
+// goroutine each. Default: [DefaultBudget].
 func WithBudget(d time.Duration) Option { return func(c *config) { c.budget = d } }
 
 // WithRetryInterval sets how long the Store stops asking Redis after a
@@ -92,8 +94,9 @@ func OnModeChange(fn func(shared bool, err error)) Option {
 }
 
 // Store connects breakwater's shared limits, pauses and breaker trips to
-// Redis. It owns one background goroutine (the heartbeat) and those of its
-// buses' subscriptions; [Store.Close] stops them. The client stays the
+// Redis. It owns two background goroutines (the heartbeat and the sender of
+// batched admissions) and those of its buses' subscriptions; [Store.Close]
+// stops them. The client stays the
 // caller's: Close does not close it.
 //
 // Every call runs under the Store's budget. After a failure or a late
@@ -117,6 +120,8 @@ type Store struct {
 
 	calls, fails, skipped atomic.Int64
 
+	batch *batcher // rate limit admissions
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // background loops
@@ -131,7 +136,7 @@ type Store struct {
 // New returns a Store on client, or an error describing every invalid
 // option. It starts the heartbeat unless [WithReplicas] fixes the count.
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
-	c := config{ns: DefaultNamespace, budget: DefaultBudget, retry: DefaultRetryInterval, heartbeat: DefaultHeartbeat}
+	c := config{ns: DefaultNamespace, budget: DefaultBudget, retry: DefaultRetryInterval, heartbeat: DefaultHeartbeat, queue: queueSize}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
@@ -161,6 +166,8 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	s := &Store{client: client, cfg: c, ctxOK: contextTimeouts(client), start: time.Now()}
 	s.replicas.Store(1)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.batch = newBatcher(s, c.queue)
+	s.wg.Go(s.batch.run)
 	if c.replicas == 0 {
 		s.firstBeat()
 		s.wg.Go(s.heartbeatLoop)
@@ -203,7 +210,7 @@ func (s *Store) Shared() bool { return !s.down.Load() }
 type Stats struct {
 	Calls   int64 // calls that went to Redis
 	Fails   int64 // of which failed or ran over budget
-	Skipped int64 // calls answered ErrUnavailable without a round trip
+	Skipped int64 // calls answered ErrUnavailable or ErrQueueFull without a round trip
 }
 
 // Stats returns the Store's counters.
@@ -211,9 +218,11 @@ func (s *Store) Stats() Stats {
 	return Stats{Calls: s.calls.Load(), Fails: s.fails.Load(), Skipped: s.skipped.Load()}
 }
 
-// Close stops the heartbeat and every subscription and waits for them,
-// and for calls still running past their budget on a client that ignores
-// deadlines (at most the client's read timeout). It does not close the
+// Close stops the heartbeat, the sender and every subscription and waits
+// for them, and for calls still running past their budget on a client
+// that ignores deadlines (at most the client's read timeout). Admissions
+// waiting for Redis return [ErrUnavailable] at once; the round trip in
+// flight, if any, is waited for up to its budget. It does not close the
 // client. Calls after Close fail with [ErrUnavailable]. It is safe to call
 // more than once.
 func (s *Store) Close() error {
@@ -242,6 +251,32 @@ func (s *Store) now() int64 { return int64(time.Since(s.start)) }
 // ErrUnavailable while Redis is considered down. fn gets a context that
 // ends at the budget.
 func (s *Store) do(ctx context.Context, fn func(ctx context.Context) error) error {
+	return s.guard(ctx, func(ctx context.Context) error { return s.run(ctx, fn) })
+}
+
+// evalBatched runs gcraScript on keys and args in the sender's next round
+// trip, under the budget and the same guard as do. The caller waits for
+// its answer or its budget, whichever comes first, whether the client
+// honours deadlines or not.
+func (s *Store) evalBatched(ctx context.Context, keys []string, args ...any) (cmd *redis.Cmd, err error) {
+	err = s.guard(ctx, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.budget, ErrBudget)
+		defer cancel()
+		cmd, err = s.batch.eval(ctx, keys, args...)
+		if err != nil && errors.Is(context.Cause(ctx), ErrBudget) {
+			return ErrBudget
+		}
+		return err
+	})
+	return cmd, err
+}
+
+// guard runs call unless the Store is closed or Redis is considered down,
+// and keeps the Store's mode from its outcome: a failure or a late answer
+// stops the Store asking Redis for the retry interval, a success after
+// that restores shared mode. A caller that gave up, or a full queue, is
+// not Redis's failure.
+func (s *Store) guard(ctx context.Context, call func(ctx context.Context) error) error {
 	if s.ctx.Err() != nil {
 		return ErrUnavailable // closed
 	}
@@ -253,10 +288,18 @@ func (s *Store) do(ctx context.Context, fn func(ctx context.Context) error) erro
 		defer s.probing.Store(false)
 	}
 	s.calls.Add(1)
-	err := s.run(ctx, fn)
+	err := call(ctx)
 	if err != nil && !errors.Is(err, redis.Nil) {
 		if ctx.Err() != nil && !errors.Is(err, ErrBudget) {
 			return err // the caller gave up: Redis is not to blame
+		}
+		if errors.Is(err, ErrQueueFull) {
+			s.calls.Add(-1) // it never reached Redis
+			s.skipped.Add(1)
+			return err
+		}
+		if errors.Is(err, ErrUnavailable) && s.ctx.Err() != nil {
+			return err // closed while waiting
 		}
 		s.fails.Add(1)
 		s.downUntil.Store(max(1, s.now()+int64(s.cfg.retry)))
