@@ -263,10 +263,7 @@ func (s *Store) evalBatched(ctx context.Context, keys []string, args ...any) (cm
 		ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.budget, ErrBudget)
 		defer cancel()
 		cmd, err = s.batch.eval(ctx, keys, args...)
-		if err != nil && errors.Is(context.Cause(ctx), ErrBudget) {
-			return ErrBudget
-		}
-		return err
+		return budgetErr(ctx, err)
 	})
 	return cmd, err
 }
@@ -320,11 +317,7 @@ func (s *Store) run(ctx context.Context, fn func(ctx context.Context) error) err
 	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.budget, ErrBudget)
 	defer cancel()
 	if s.ctxOK {
-		err := fn(ctx)
-		if err != nil && errors.Is(context.Cause(ctx), ErrBudget) {
-			return ErrBudget
-		}
-		return err
+		return budgetErr(ctx, fn(ctx))
 	}
 	s.closeMu.RLock()
 	if s.closed {
@@ -347,6 +340,23 @@ func (s *Store) run(ctx context.Context, fn func(ctx context.Context) error) err
 		}
 		return ctx.Err()
 	}
+}
+
+// budgetErr returns ErrBudget for the error of a call under ctx, the
+// budget's context, when the budget ran out: ctx ended with ErrBudget, or
+// go-redis saw the deadline pass and returned before ctx's timer fired.
+// Other errors, and those of a caller that gave up, stay as they are.
+func budgetErr(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(context.Cause(ctx), ErrBudget) {
+		return ErrBudget
+	}
+	if d, ok := ctx.Deadline(); ok && ctx.Err() == nil && !time.Now().Before(d) {
+		return ErrBudget
+	}
+	return err
 }
 
 func (s *Store) setMode(shared bool, err error) {
