@@ -408,10 +408,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		c.dl = c.start + int64(c.pol.CallTimeout)
 	}
 	if t.eps == nil {
-		var pin *keyed.Entry[*Breaker]
-		c.breaker, pin = t.breakers.acquire(c.key) // kept in the registry until the call is charged
-		defer pin.Release()
 		c.up = t.keys.Get(c.key)
+		var pin *keyed.Entry[*Breaker]
+		c.breaker, pin = t.breakerOf(c.up, c.key) // kept in the registry until the call is charged
+		defer pin.Release()
 		if c.up.budget != nil && c.pol.MaxAttempts > 1 {
 			c.budget = c.up.budget
 			c.budget.deposit(c.start)
@@ -433,6 +433,21 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		c.req = c.req.WithContext(c.ctx)
 	}
 	return t.run(&c)
+}
+
+// breakerOf returns key's breaker, pinned in the registry until the
+// entry's Release, up being key's upstream state: the entry up keeps is
+// pinned again, and only when it has been evicted since (or there is none
+// yet) is the registry searched, and the entry it returns kept in up.
+func (t *Transport) breakerOf(up *upstream, key string) (*Breaker, *keyed.Entry[*Breaker]) {
+	if e := up.breaker.Load(); e != nil && e.Pin() {
+		return e.Value, e
+	}
+	b, e := t.breakers.acquire(key)
+	if e != nil {
+		up.breaker.Store(e)
+	}
+	return b, e
 }
 
 // deadline returns the call timeout's deadline, or the zero time without

@@ -15,6 +15,10 @@ type upstream struct {
 	budget  *retryBudget // nil without a retry budget
 	answers answerTimes
 	hedge   atomic.Pointer[hedgeState] // made by the key's first hedgeable call (hedge.go)
+	// breaker is the key's entry in the Transport's breaker registry, as
+	// its last call found it: a call pins it again instead of looking the
+	// key up twice (see Transport.breakerOf).
+	breaker atomic.Pointer[keyed.Entry[*Breaker]]
 }
 
 // Hangs. An attempt that the caller's own deadline cut is a hang, and

@@ -118,7 +118,14 @@ func (e *Entry[V]) pin() bool {
 	}
 }
 
-// Release undoes the pin [Map.Acquire] took. A nil e is ignored.
+// Pin pins e again, as [Map.Acquire] does, for a caller that kept e from
+// an earlier Acquire: it reports false, pinning nothing, when e has been
+// evicted since (or is transient), and the caller must Acquire the key
+// anew. Each successful Pin needs its own Release.
+func (e *Entry[V]) Pin() bool { return e.pin() }
+
+// Release undoes the pin [Map.Acquire] or [Entry.Pin] took. A nil e is
+// ignored.
 func (e *Entry[V]) Release() {
 	if e != nil {
 		e.word.Add(-pinUnit)
