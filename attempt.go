@@ -114,15 +114,28 @@ func (t *Transport) handOver(c *call, a *attemptResult) *http.Response {
 		return a.resp // it holds nothing
 	case untracked(a.resp):
 		r := releaser{permit: a.permit, slot: a.slot, ep: a.ep}
-		t.observeEnd(c, a, &r)
 		r.run(a.end)
+		if t.obs != nil {
+			var end callEnd
+			t.observeEnd(c, a, &end)
+			end.report(a.end, a.ep)
+		}
 		return a.resp
+	case t.obs != nil:
+		h := &struct {
+			trackedBody
+			end callEnd
+		}{trackedBody: trackedBody{ctx: a.ctx}}
+		tb = &h.trackedBody
+		tb.release.end = &h.end
 	default:
 		tb = &trackedBody{ctx: a.ctx}
 	}
 	r := &tb.release
 	r.permit, r.slot, r.ep = a.permit, a.slot, a.ep
-	t.observeEnd(c, a, r)
+	if t.obs != nil {
+		t.observeEnd(c, a, r.end)
+	}
 	tb.track(a.resp, a.end)
 	return a.resp
 }
@@ -203,7 +216,7 @@ func (t *Transport) admit(c *call, r *attemptResult, hedge, racing bool) bool {
 	}
 	r.ctx = withAttempt(c.ctx, c.attempts)
 	if own != 0 || racing {
-		r.hold = &hold{}
+		r.hold = newHold(t.obs != nil)
 		r.hold.ctx.init(r.ctx, &t.start, own, cause)
 		r.ctx = &r.hold.ctx
 	}

@@ -35,6 +35,25 @@ type hold struct {
 	body trackedBody
 }
 
+// observedHold is the hold of an observed Transport's attempt, with room
+// for the call's end its body reports (see callEnd): unobserved attempts
+// do not carry it.
+type observedHold struct {
+	hold
+	end callEnd
+}
+
+// newHold returns an attempt's hold, with room for the call's end when
+// observed.
+func newHold(observed bool) *hold {
+	if !observed {
+		return &hold{}
+	}
+	h := &observedHold{}
+	h.body.release.end = &h.end
+	return &h.hold
+}
+
 // use makes h's body wrap the response of an attempt under h's context.
 func (h *hold) use() *trackedBody {
 	h.body.ctx, h.body.own = &h.ctx, true
@@ -47,11 +66,11 @@ type releaser struct {
 	permit Permit
 	slot   Slot
 	ep     *endpoint // counts the attempt in flight (failover)
-	end    callEnd   // the call's end, to report; zero when not observed
+	end    *callEnd  // the call's end, to report; nil when not observed
 }
 
 func (r *releaser) empty() bool {
-	return r.permit.lease == 0 && !r.slot.held() && r.ep == nil && r.end.t == nil
+	return r.permit.lease == 0 && !r.slot.held() && r.ep == nil && (r.end == nil || r.end.t == nil)
 }
 
 // run gives back what r holds and reports the call's end, at now

@@ -525,21 +525,21 @@ type callEnd struct {
 	attempt int16 // the attempt that answered: at most 1000 (MaxAttempts), in the padding
 }
 
-// observeEnd makes r report the end of c, when observed, with a's outcome.
-func (t *Transport) observeEnd(c *call, a *attemptResult, r *releaser) {
-	if t.obs != nil {
-		r.end = callEnd{t: t, ctx: c.ctx, key: c.name, req: c.req, start: c.start, made: int32(c.made), retries: int32(max(c.rounds-1, 0)),
-			status: int32(a.o.Status), cat: a.o.Category, hedge: a.hedge, attempt: int16(a.n)}
-	}
+// observeEnd fills e, the room for the call's end that an observed
+// Transport's response carries (see newHold), with the end of c and a's
+// outcome.
+func (t *Transport) observeEnd(c *call, a *attemptResult, e *callEnd) {
+	*e = callEnd{t: t, ctx: c.ctx, key: c.name, req: c.req, start: c.start, made: int32(c.made), retries: int32(max(c.rounds-1, 0)),
+		status: int32(a.o.Status), cat: a.o.Category, hedge: a.hedge, attempt: int16(a.n)}
 }
 
 // report sends the call's end at now (Transport nanoseconds; 0: read the
 // clock), once; ep is the endpoint that answered (failover), or nil.
 func (e *callEnd) report(now int64, ep *endpoint) {
-	t := e.t
-	if t == nil {
+	if e == nil || e.t == nil {
 		return
 	}
+	t := e.t
 	e.t = nil
 	if now == 0 {
 		now = t.now()

@@ -86,6 +86,7 @@ func TestDefaultChainAllocations(t *testing.T) {
 		{"default", 3, nil},
 		{"no timeouts", 1, []bw.Option{bw.WithCallTimeout(0), bw.WithAttemptTimeout(0)}},
 		{"default, observed", 3, []bw.Option{bw.WithObserver(bw.ObserverFunc(func(context.Context, bw.Event) {}))}},
+		{"no timeouts, observed", 1, []bw.Option{bw.WithCallTimeout(0), bw.WithAttemptTimeout(0), bw.WithObserver(bw.ObserverFunc(func(context.Context, bw.Event) {}))}},
 	} {
 		tr, err := bw.NewTransport(append([]bw.Option{bw.WithBase(cannedOK{})}, tc.opts...)...)
 		if err != nil {
