@@ -71,6 +71,9 @@ type Transport struct {
 	// given (0 otherwise): it is then called directly, without the
 	// recover a user's classifier needs.
 	maxRetryAfter time.Duration
+	// hostKeyed: the key is HostKey's, which cannot panic, called without
+	// the recover a user's KeyFunc needs.
+	hostKeyed bool
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -123,7 +126,7 @@ func newTransport(cfg config, errs []error) (*Transport, error) {
 		t.cfg.classifier = func(resp *http.Response, err error) Outcome { return classify(resp, err, t.maxRetryAfter) }
 	}
 	if cfg.key == nil {
-		t.cfg.key = HostKey
+		t.cfg.key, t.hostKeyed = HostKey, true
 	}
 	// Every invalid option is reported at once: the breaker and limit
 	// options are checked even when the retry options are invalid.
@@ -392,12 +395,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, errors.New("breakwater: nil Request.URL")
 	}
-	key, err := keyOf(t.cfg.key, req)
-	if err != nil {
-		if hasBody(req) {
-			_ = req.Body.Close()
+	var key string
+	if t.hostKeyed {
+		key = HostKey(req)
+	} else {
+		var err error
+		if key, err = keyOf(t.cfg.key, req); err != nil {
+			if hasBody(req) {
+				_ = req.Body.Close()
+			}
+			return nil, err
 		}
-		return nil, err
 	}
 	c := call{t: t, req: req, ctx: req.Context(), key: key, pol: t.policy(req), start: t.now()}
 	c.name = c.key
