@@ -563,6 +563,9 @@ func (e *callEnd) report(now int64, ep *endpoint) {
 // classify classifies an attempt's result with the transport's classifier.
 func (t *Transport) classify(resp *http.Response, err error) Outcome {
 	if t.maxRetryAfter > 0 {
+		if err == nil && resp != nil && resp.StatusCode >= 100 && resp.StatusCode < 400 {
+			return Outcome{Category: Success, Status: resp.StatusCode} // classifyResponse's first case, inline
+		}
 		return classify(resp, err, t.maxRetryAfter)
 	}
 	return classifySafely(t.cfg.classifier, resp, err)
