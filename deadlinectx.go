@@ -2,6 +2,7 @@ package breakwater
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -19,17 +20,17 @@ import (
 // on, so the context package's parent-child links, causes and AfterFunc
 // work unchanged. Its methods are safe for concurrent use.
 type deadlineCtx struct {
-	parent   context.Context
-	origin   *time.Time // what dl counts from; carries a monotonic reading
-	dl       int64      // the deadline, nanoseconds after origin; 0: none of its own
-	cause    error
-	real     atomic.Pointer[realCtx]
+	parent context.Context
+	origin *time.Time // what dl counts from; carries a monotonic reading
+	dl     int64      // the deadline, nanoseconds after origin; 0: none of its own
+	cause  error
+	// The real context, once made: ctx and stop are written under mu
+	// before made is set, and read without it once made is seen.
+	mu       sync.Mutex
+	ctx      context.Context
+	stop     context.CancelFunc
+	made     atomic.Bool
 	canceled atomic.Bool // cancel was called
-}
-
-type realCtx struct {
-	ctx    context.Context
-	cancel context.CancelFunc
 }
 
 // stageEpoch is the origin of the timeout stages' deadlines.
@@ -61,8 +62,8 @@ func (c *deadlineCtx) Value(key any) any { return c.make().Value(key) }
 // what context.WithDeadlineCause's would: the parent's end, the deadline,
 // or the cancellation.
 func (c *deadlineCtx) Err() error {
-	if r := c.real.Load(); r != nil {
-		return r.ctx.Err()
+	if c.made.Load() {
+		return c.ctx.Err()
 	}
 	if c.canceled.Load() || c.parent.Err() != nil || c.dl != 0 && int64(time.Since(*c.origin)) >= c.dl {
 		return c.make().Err()
@@ -70,36 +71,36 @@ func (c *deadlineCtx) Err() error {
 	return nil
 }
 
-// make returns the real context, making it on the first call. Two first
-// calls at once both make one; the one that loses cancels its own.
+// make returns the real context, making it on the first call; first calls
+// at once make it once, under mu. It lives in c itself: making it
+// allocates only what the context package does.
 func (c *deadlineCtx) make() context.Context {
-	if r := c.real.Load(); r != nil {
-		return r.ctx
+	if c.made.Load() {
+		return c.ctx
 	}
-	var ctx context.Context
-	var cancel context.CancelFunc
-	if c.dl == 0 {
-		ctx, cancel = context.WithCancel(c.parent)
-	} else {
-		ctx, cancel = context.WithDeadlineCause(c.parent, c.deadline(), c.cause)
+	c.mu.Lock()
+	if !c.made.Load() {
+		if c.dl == 0 {
+			c.ctx, c.stop = context.WithCancel(c.parent)
+		} else {
+			c.ctx, c.stop = context.WithDeadlineCause(c.parent, c.deadline(), c.cause)
+		}
+		c.made.Store(true)
 	}
-	if !c.real.CompareAndSwap(nil, &realCtx{ctx: ctx, cancel: cancel}) {
-		cancel()
-		return c.real.Load().ctx
-	}
+	c.mu.Unlock()
 	if c.canceled.Load() {
-		cancel()
+		c.stop()
 	}
-	return ctx
+	return c.ctx
 }
 
 // cancel ends c, as the CancelFunc of context.WithDeadlineCause does.
-// Either cancel sees the real context or make sees canceled set (both
-// are sequentially consistent atomics), so a context made concurrently
-// with a cancellation ends too.
+// Either cancel sees made set or make, which sets it before it looks,
+// sees canceled set (both are sequentially consistent atomics), so a
+// context made concurrently with a cancellation ends too.
 func (c *deadlineCtx) cancel() {
 	c.canceled.Store(true)
-	if r := c.real.Load(); r != nil {
-		r.cancel()
+	if c.made.Load() {
+		c.stop()
 	}
 }
