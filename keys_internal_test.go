@@ -2,6 +2,8 @@ package breakwater
 
 import (
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"testing"
 )
@@ -62,4 +64,21 @@ func FuzzIsIPv4(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) { checkIPv4(t, s) })
+}
+
+// TestTransportHostKey: the Transport's HostKey, which keeps the key of
+// the first plain-http host it called, answers HostKey's key for every
+// host (TestDefaultChainAllocations checks it builds none for that first
+// host again).
+func TestTransportHostKey(t *testing.T) {
+	tr, err := NewTransport()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"http://a.example", "http://b.example:8080", "http://a.example", "https://a.example", "ws://a.example", "http://a.example:80", "http://b.example:8080"} {
+		req := httptest.NewRequest(http.MethodGet, u, nil)
+		if got, want := tr.hostKey(req), HostKey(req); got != want {
+			t.Errorf("%s: key %q, want %q", u, got, want)
+		}
+	}
 }

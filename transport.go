@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/breakwater-go/breakwater/internal/keyed"
@@ -72,8 +73,34 @@ type Transport struct {
 	// recover a user's classifier needs.
 	maxRetryAfter time.Duration
 	// hostKeyed: the key is HostKey's, which cannot panic, called without
-	// the recover a user's KeyFunc needs.
+	// the recover a user's KeyFunc needs; httpKey then keeps its key for
+	// the first plain-http host called.
 	hostKeyed bool
+	httpKey   *atomic.Pointer[hostKey]
+}
+
+// hostKey is HostKey's key for a plain-http host.
+type hostKey struct{ host, key string }
+
+// hostKey returns HostKey(req) without building the key of the first
+// plain-http host the Transport called (HostKey allocates for http, not
+// for https): a Transport that calls one such host, as most do, keeps its
+// key. It is never replaced, so that calls alternating between hosts cost
+// no more than HostKey.
+func (t *Transport) hostKey(req *http.Request) string {
+	u := req.URL
+	if u.Scheme != "http" {
+		return HostKey(req)
+	}
+	if k := t.httpKey.Load(); k != nil {
+		if k.host == u.Host {
+			return k.key
+		}
+		return HostKey(req)
+	}
+	key := HostKey(req)
+	t.httpKey.CompareAndSwap(nil, &hostKey{host: u.Host, key: key})
+	return key
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -127,6 +154,7 @@ func newTransport(cfg config, errs []error) (*Transport, error) {
 	}
 	if cfg.key == nil {
 		t.cfg.key, t.hostKeyed = HostKey, true
+		t.httpKey = new(atomic.Pointer[hostKey])
 	}
 	// Every invalid option is reported at once: the breaker and limit
 	// options are checked even when the retry options are invalid.
@@ -397,7 +425,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	var key string
 	if t.hostKeyed {
-		key = HostKey(req)
+		key = t.hostKey(req)
 	} else {
 		var err error
 		if key, err = keyOf(t.cfg.key, req); err != nil {

@@ -87,10 +87,15 @@ func TestDefaultChainAllocations(t *testing.T) {
 		{"no timeouts", 1, []bw.Option{bw.WithCallTimeout(0), bw.WithAttemptTimeout(0)}},
 		{"default, observed", 3, []bw.Option{bw.WithObserver(bw.ObserverFunc(func(context.Context, bw.Event) {}))}},
 		{"no timeouts, observed", 1, []bw.Option{bw.WithCallTimeout(0), bw.WithAttemptTimeout(0), bw.WithObserver(bw.ObserverFunc(func(context.Context, bw.Event) {}))}},
+		{"default, plain http", 3, nil}, // its key is built once
 	} {
 		tr, err := bw.NewTransport(append([]bw.Option{bw.WithBase(cannedOK{})}, tc.opts...)...)
 		if err != nil {
 			t.Fatal(err)
+		}
+		req := req
+		if tc.name == "default, plain http" {
+			req, _ = http.NewRequest(http.MethodGet, "http://api.example.com/v1/items", nil)
 		}
 		n := testing.AllocsPerRun(1000, func() {
 			resp, err := tr.RoundTrip(req)
