@@ -39,6 +39,11 @@ func outboundLibs(newBase func() http.RoundTripper, url string) []lib {
 	}
 	return []lib{
 		{"bare", stack(func(base http.RoundTripper) (http.RoundTripper, error) { return base, nil })},
+		// What any request whose context can end costs, with no library:
+		// the comparison for the deadlines of breakwater's default chain.
+		{"bare-timeout", stack(func(base http.RoundTripper) (http.RoundTripper, error) {
+			return stacks.BareTimeout(base, 10*time.Second), nil // breakwater's attempt timeout
+		})},
 		{"breakwater", stack(func(base http.RoundTripper) (http.RoundTripper, error) {
 			return bw.NewTransport(bw.WithBase(base))
 		})},

@@ -25,7 +25,7 @@ var groups = []group{
 	{"Retry", "Retry wrapper, first attempt succeeds",
 		"Over an in-memory transport answering 200. breakwater: `NewTransport` with the breaker and both timeouts off; breakwater-stage: `RetryStage` (the stage `Chain` composes); failsafehttp: `NewRoundTripper` with `NewRetryPolicyBuilder`; go-retryablehttp: its `RoundTripper`, nil logger; cenkalti-backoff and go-resiliency retry a function making the same `RoundTrip`.", ""},
 	{"Transport", "Whole outbound stack, in-memory base answering a canned 200",
-		"bare: the base alone. breakwater: `NewTransport` defaults (call timeout, retry, breaker, attempt timeout). breakwater-notimeouts: retry and breaker only, like failsafehttp. failsafehttp: retry policy and breaker. failsafehttp-timeouts: timeout, retry, breaker, timeout, like breakwater's default. go-retryablehttp: nil logger, no breaker. gobreaker: a breaker around `RoundTrip`. *Overhead* is the stack's ns/op minus bare's.", "bare"},
+		"bare: the base alone. bare-timeout: the base with what a bare client's timeout costs, each request under `context.WithTimeout` (10 s) cancelled when its body ends, as `http.Client.Timeout` does. breakwater: `NewTransport` defaults (call timeout, retry, breaker, attempt timeout). breakwater-notimeouts: retry and breaker only, like failsafehttp. failsafehttp: retry policy and breaker. failsafehttp-timeouts: timeout, retry, breaker, timeout, like breakwater's default. go-retryablehttp: nil logger, no breaker. gobreaker: a breaker around `RoundTrip`. *Overhead* is the stack's ns/op minus bare's.", "bare"},
 	{"TransportLoopback", "Whole outbound stack over a loopback httptest server",
 		"The same stacks, each over its own clone of `http.DefaultTransport`, to a server answering 200 \"ok\": the network dominates, the stacks' cost is the difference to bare, and an overhead smaller than the spread is noise.", "bare"},
 	{"Inbound", "Inbound: chi router with a per-client rate limiter",
@@ -243,6 +243,14 @@ func writeTargets(w io.Writer, r results, q quality.Report, tr tail.Report) {
 	line("default chain's overhead over a loopback round trip < 3 % of the bare round trip", overheadOf(r.ns, "TransportLoopback", "breakwater", "bare"), 0.03, "no loopback rows in this run", true)
 	if r.hasCPU("TransportLoopback") {
 		line("… the same in CPU time per call (client and server in one process)", overheadOf(r.cpuNS, "TransportLoopback", "breakwater", "bare"), 0.03, "", true)
+	}
+	line("… what a timeout costs any request, no library: bare-timeout's overhead over bare (`context.WithTimeout`, as `http.Client.Timeout` does)", overheadOf(r.ns, "TransportLoopback", "bare-timeout", "bare"), 0, "no bare-timeout row in this run", true)
+	if r.hasCPU("TransportLoopback") {
+		line("… the same in CPU time per call", overheadOf(r.cpuNS, "TransportLoopback", "bare-timeout", "bare"), 0, "", true)
+	}
+	line("… the default chain's overhead over bare-timeout < 3 %: its cost beyond what net/http charges any request with a deadline", overheadOf(r.ns, "TransportLoopback", "breakwater", "bare-timeout"), 0.03, "no bare-timeout row in this run", true)
+	if r.hasCPU("TransportLoopback") {
+		line("… the same in CPU time per call", overheadOf(r.cpuNS, "TransportLoopback", "breakwater", "bare-timeout"), 0.03, "", true)
 	}
 	row("inbound per-client limiter overhead over chi ≤ 1/5 of httprate's", "Inbound", "breakwater", "httprate", "chi", 0.2)
 

@@ -346,3 +346,42 @@ func drain(resp *http.Response) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
 }
+
+// BareTimeout is base alone with what a bare client's timeout costs: each
+// request goes under context.WithTimeout(d), and the context is cancelled
+// when the response body is closed or read to its end, as http.Client
+// does for a Client.Timeout (without the rest of Client.Do). net/http then
+// does for it what it does for any request whose context can end: a child
+// context of its own registered in the request's, and a timer.
+func BareTimeout(base http.RoundTripper, d time.Duration) http.RoundTripper {
+	return closer{base: base, rt: func(req *http.Request) (*http.Response, error) {
+		ctx, cancel := context.WithTimeout(req.Context(), d)
+		resp, err := base.RoundTrip(req.WithContext(ctx))
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+		return resp, nil
+	}}
+}
+
+// cancelBody cancels its request's context when it ends.
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.cancel()
+	}
+	return n, err
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
