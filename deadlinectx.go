@@ -23,21 +23,36 @@ type deadlineCtx struct {
 	parent context.Context
 	origin *time.Time // what dl counts from; carries a monotonic reading
 	dl     int64      // the deadline, nanoseconds after origin; 0: none of its own
-	cause  error
 	// The real context, once made: ctx and stop are written under mu
-	// before made is set, and read without it once made is seen.
-	mu       sync.Mutex
-	ctx      context.Context
-	stop     context.CancelFunc
-	made     atomic.Bool
-	canceled atomic.Bool // cancel was called
+	// before ctxMade is set in state, and read without it once it is seen.
+	mu      sync.Mutex
+	ctx     context.Context
+	stop    context.CancelFunc
+	state   atomic.Uint32 // ctxMade | ctxCanceled
+	attempt bool          // the cause is ErrAttemptTimeout, else ErrCallTimeout
 }
+
+// Bits of deadlineCtx.state.
+const (
+	ctxMade     = 1 << iota // the real context is made
+	ctxCanceled             // cancel was called
+)
 
 // stageEpoch is the origin of the timeout stages' deadlines.
 var stageEpoch = time.Now()
 
+// init makes c a context of parent that ends at dl with cause, which is
+// ErrCallTimeout or ErrAttemptTimeout.
 func (c *deadlineCtx) init(parent context.Context, origin *time.Time, dl int64, cause error) {
-	c.parent, c.origin, c.dl, c.cause = parent, origin, dl, cause
+	c.parent, c.origin, c.dl, c.attempt = parent, origin, dl, cause == ErrAttemptTimeout
+}
+
+// cause is what ends c at its deadline.
+func (c *deadlineCtx) cause() error {
+	if c.attempt {
+		return ErrAttemptTimeout
+	}
+	return ErrCallTimeout
 }
 
 func (c *deadlineCtx) deadline() time.Time { return c.origin.Add(time.Duration(c.dl)) }
@@ -62,10 +77,11 @@ func (c *deadlineCtx) Value(key any) any { return c.make().Value(key) }
 // what context.WithDeadlineCause's would: the parent's end, the deadline,
 // or the cancellation.
 func (c *deadlineCtx) Err() error {
-	if c.made.Load() {
+	s := c.state.Load()
+	if s&ctxMade != 0 {
 		return c.ctx.Err()
 	}
-	if c.canceled.Load() || c.parent.Err() != nil || c.dl != 0 && int64(time.Since(*c.origin)) >= c.dl {
+	if s&ctxCanceled != 0 || c.parent.Err() != nil || c.dl != 0 && int64(time.Since(*c.origin)) >= c.dl {
 		return c.make().Err()
 	}
 	return nil
@@ -75,32 +91,29 @@ func (c *deadlineCtx) Err() error {
 // at once make it once, under mu. It lives in c itself: making it
 // allocates only what the context package does.
 func (c *deadlineCtx) make() context.Context {
-	if c.made.Load() {
+	if c.state.Load()&ctxMade != 0 {
 		return c.ctx
 	}
 	c.mu.Lock()
-	if !c.made.Load() {
+	defer c.mu.Unlock()
+	if c.state.Load()&ctxMade == 0 {
 		if c.dl == 0 {
 			c.ctx, c.stop = context.WithCancel(c.parent)
 		} else {
-			c.ctx, c.stop = context.WithDeadlineCause(c.parent, c.deadline(), c.cause)
+			c.ctx, c.stop = context.WithDeadlineCause(c.parent, c.deadline(), c.cause())
 		}
-		c.made.Store(true)
-	}
-	c.mu.Unlock()
-	if c.canceled.Load() {
-		c.stop()
+		if c.state.Or(ctxMade)&ctxCanceled != 0 {
+			c.stop() // cancelled before it was made
+		}
 	}
 	return c.ctx
 }
 
-// cancel ends c, as the CancelFunc of context.WithDeadlineCause does.
-// Either cancel sees made set or make, which sets it before it looks,
-// sees canceled set (both are sequentially consistent atomics), so a
-// context made concurrently with a cancellation ends too.
+// cancel ends c, as the CancelFunc of context.WithDeadlineCause does. Of
+// a cancel and the making of the real context, whichever sets its bit in
+// state second sees the other's and stops the real context.
 func (c *deadlineCtx) cancel() {
-	c.canceled.Store(true)
-	if c.made.Load() {
+	if c.state.Or(ctxCanceled)&ctxMade != 0 {
 		c.stop()
 	}
 }
