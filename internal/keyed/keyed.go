@@ -105,17 +105,21 @@ func (e *Entry[V]) use() bool {
 }
 
 // pin marks e used and keeps it from being evicted until release; it
-// reports false if e was evicted already.
+// reports false if e was evicted already. The pin is one atomic add, not a
+// compare-and-swap loop, so that calls pinning one key on several cores do
+// not retry each other's updates: an eviction compares and swaps a word
+// without pins, so once the add is in, e stays live until release; an add
+// that finds e evicted is taken back.
 func (e *Entry[V]) pin() bool {
-	for {
-		w := e.word.Load()
-		if w&entryDead != 0 {
-			return false
-		}
-		if e.word.CompareAndSwap(w, (w+pinUnit)|entryUsed) {
-			return true
-		}
+	w := e.word.Add(pinUnit)
+	if w&entryDead != 0 {
+		e.word.Add(-pinUnit)
+		return false
 	}
+	if w&entryUsed != entryUsed {
+		e.use()
+	}
+	return true
 }
 
 // Pin pins e again, as [Map.Acquire] does, for a caller that kept e from
