@@ -549,9 +549,8 @@ func (t *Transport) end(c *call, o Outcome, err error) {
 // call durations, the call lasts until then.
 type callEnd struct {
 	t       *Transport // nil when not observed
-	ctx     context.Context
 	key     string
-	req     *http.Request // for its method
+	req     *http.Request // for its method and its context, the call's
 	start   int64
 	made    int32
 	retries int32
@@ -565,7 +564,7 @@ type callEnd struct {
 // Transport's response carries (see newHold), with the end of c and a's
 // outcome.
 func (t *Transport) observeEnd(c *call, a *attemptResult, e *callEnd) {
-	*e = callEnd{t: t, ctx: c.ctx, key: c.name, req: c.req, start: c.start, made: int32(c.made), retries: int32(max(c.rounds-1, 0)),
+	*e = callEnd{t: t, key: c.name, req: c.req, start: c.start, made: int32(c.made), retries: int32(max(c.rounds-1, 0)),
 		status: int32(a.o.Status), cat: a.o.Category, hedge: a.hedge, attempt: int16(a.n)}
 }
 
@@ -584,7 +583,7 @@ func (e *callEnd) report(now int64, ep *endpoint) {
 	if ep != nil {
 		name = ep.name
 	}
-	notify(t.obs, e.ctx, &Event{Kind: EventCallEnd, Key: e.key, Method: e.req.Method, Attempts: int(e.made), Retries: int(e.retries), Category: e.cat, Status: int(e.status),
+	notify(t.obs, e.req.Context(), &Event{Kind: EventCallEnd, Key: e.key, Method: e.req.Method, Attempts: int(e.made), Retries: int(e.retries), Category: e.cat, Status: int(e.status),
 		Duration: time.Duration(now - e.start), Attempt: int(e.attempt), Hedge: e.hedge, Endpoint: name})
 }
 
