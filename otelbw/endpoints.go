@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/internal/labels"
 )
 
 // maxEndpoints bounds the breakwater.endpoint values of one key value;
@@ -14,9 +15,9 @@ import (
 const maxEndpoints = 64
 
 // ejectionReasons holds the ejection reasons' values; the last one is
-// otherValue.
+// labels.Other.
 var ejectionReasons = []string{
-	string(breakwater.ReasonFailures), string(breakwater.ReasonOutlier), string(breakwater.ReasonProbeFailed), otherValue,
+	string(breakwater.ReasonFailures), string(breakwater.ReasonOutlier), string(breakwater.ReasonProbeFailed), labels.Other,
 }
 
 func ejectionIndex(r breakwater.Reason) int {
@@ -61,7 +62,7 @@ func (es *endpointSeries) health(h breakwater.Health, why breakwater.Reason) (at
 }
 
 // endpoints maps the endpoints of one key value to their series: at most
-// maxEndpoints, then otherValue's. Failover endpoints are a small
+// maxEndpoints, then labels.Other's. Failover endpoints are a small
 // configured set, so a sync.Map serves.
 type endpoints struct {
 	key string
@@ -80,12 +81,12 @@ func (es *endpoints) get(endpoint string) *endpointSeries {
 	if s, ok := es.m.Load(endpoint); ok {
 		return s.(*endpointSeries)
 	}
-	value := cleanValue(endpoint)
+	value := labels.Clean(endpoint)
 	if es.n >= maxEndpoints {
-		if s, ok := es.m.Load(otherValue); ok {
+		if s, ok := es.m.Load(labels.Other); ok {
 			return s.(*endpointSeries)
 		}
-		endpoint, value = otherValue, otherValue
+		endpoint, value = labels.Other, labels.Other
 	} else {
 		es.n++
 	}

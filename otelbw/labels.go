@@ -7,20 +7,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"unicode/utf8"
 
 	"github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/internal/labels"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
-)
-
-// Attribute values the observer produces on its own, and the longest key or
-// route value (the same as the prom package's).
-const (
-	otherValue  = "other"
-	noneValue   = "none"
-	maxValueLen = 128
 )
 
 // Attribute keys of breakwater's own attributes.
@@ -107,13 +99,13 @@ func categoryIndex(c breakwater.Category) int {
 }
 
 // mechanismNames holds the mechanism values in the order of
-// breakwater.Mechanisms; the last one is otherValue.
+// breakwater.Mechanisms; the last one is labels.Other.
 var mechanismNames = func() []string {
 	var names []string
 	for _, m := range breakwater.Mechanisms() {
 		names = append(names, string(m))
 	}
-	return append(names, otherValue)
+	return append(names, labels.Other)
 }()
 
 // mechanismIndex finds m's value; the list is short, so a scan beats a map.
@@ -180,11 +172,11 @@ func stateIndex(s breakwater.State) int {
 }
 
 // reasonNames holds the transition reasons' values; the last one is
-// otherValue.
+// labels.Other.
 var reasonNames = []string{
 	string(breakwater.ReasonFailures), string(breakwater.ReasonProbeFailed), string(breakwater.ReasonOpenElapsed),
 	string(breakwater.ReasonProbesSucceeded), string(breakwater.ReasonTrip), string(breakwater.ReasonReset),
-	string(breakwater.ReasonRecovery), otherValue,
+	string(breakwater.ReasonRecovery), labels.Other,
 }
 
 func reasonIndex(r breakwater.Reason) int {
@@ -194,25 +186,6 @@ func reasonIndex(r breakwater.Reason) int {
 		}
 	}
 	return len(reasonNames) - 1
-}
-
-// cleanValue makes s a usable key or route value: noneValue when empty,
-// valid UTF-8, at most maxValueLen bytes. The result may share s's memory.
-func cleanValue(s string) string {
-	if s == "" {
-		return noneValue
-	}
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	if len(s) > maxValueLen {
-		n := maxValueLen
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n--
-		}
-		s = s[:n]
-	}
-	return s
 }
 
 // table maps raw values (keys, routes) to the series of their attribute
@@ -228,8 +201,8 @@ func cleanValue(s string) string {
 // Any other raw value is mapped to its value again on every lookup, which
 // stays correct and bounded, only slower.
 //
-// At most max values are created, plus otherValue: once max is reached,
-// every new value becomes otherValue. Values are never removed, so a raw
+// At most max values are created, plus labels.Other: once max is reached,
+// every new value becomes labels.Other. Values are never removed, so a raw
 // value keeps its attribute value for the observer's life.
 type table[S any] struct {
 	max    int
@@ -245,7 +218,7 @@ type table[S any] struct {
 
 	values sync.Map   // value -> S
 	mu     sync.Mutex // serializes the creation of values
-	n      int        // values created, otherValue excluded
+	n      int        // values created, labels.Other excluded
 }
 
 const (
@@ -312,9 +285,9 @@ func (t *table[S]) byValue(v string) S {
 	if s, ok := t.values.Load(v); ok {
 		return s.(S)
 	}
-	if v != otherValue {
+	if v != labels.Other {
 		if t.n >= t.max {
-			v = otherValue
+			v = labels.Other
 			if s, ok := t.values.Load(v); ok {
 				return s.(S)
 			}

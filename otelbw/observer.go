@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/internal/labels"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -124,7 +125,7 @@ func New(opts ...Option) (*Observer, error) {
 	}
 	ob := &Observer{keyValueFn: o.keyValue}
 	ob.keys = newTable(o.maxKeys, max(4096, 4*o.maxKeys), ob.keyValue, newKeySeries)
-	ob.routes = newTable(o.maxRoutes, max(4096, 4*o.maxRoutes), cleanValue, newRouteSeries)
+	ob.routes = newTable(o.maxRoutes, max(4096, 4*o.maxRoutes), labels.Clean, newRouteSeries)
 	if err := ob.inst.create(o.mp.Meter(ScopeName, metric.WithSchemaURL(schemaURL)), ob.observeKeys); err != nil {
 		return nil, err
 	}
@@ -137,17 +138,7 @@ func New(opts ...Option) (*Observer, error) {
 const ScopeName = "github.com/breakwater-go/breakwater/otelbw"
 
 // keyValue maps a key to its attribute value; it never panics.
-func (ob *Observer) keyValue(key string) (value string) {
-	if fn := ob.keyValueFn; fn != nil {
-		defer func() {
-			if recover() != nil {
-				value = otherValue
-			}
-		}()
-		key = fn(key)
-	}
-	return cleanValue(key)
-}
+func (ob *Observer) keyValue(key string) string { return labels.Key(ob.keyValueFn, key) }
 
 // Observe records e. It implements [breakwater.Observer]: it is safe for
 // concurrent use, never retains ctx, and ignores event kinds it does not

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/internal/labels"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -213,7 +214,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Collector, error) {
 		epEjections: desc(MetricEndpointEjections, "Ejections of a failover endpoint, by reason.", "key", "endpoint", "reason"),
 	}
 	c.keys = newTable(o.maxKeys, max(4096, 4*o.maxKeys), c.keyLabel, c.newKeySeries)
-	c.routes = newTable(o.maxRoutes, max(4096, 4*o.maxRoutes), cleanLabel, c.newRouteSeries)
+	c.routes = newTable(o.maxRoutes, max(4096, 4*o.maxRoutes), labels.Clean, c.newRouteSeries)
 	if reg != nil {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -223,17 +224,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Collector, error) {
 }
 
 // keyLabel maps a key to its label value; it never panics.
-func (c *Collector) keyLabel(key string) (label string) {
-	if fn := c.keyLabelFn; fn != nil {
-		defer func() {
-			if recover() != nil {
-				label = OtherLabel
-			}
-		}()
-		key = fn(key)
-	}
-	return cleanLabel(key)
-}
+func (c *Collector) keyLabel(key string) string { return labels.Key(c.keyLabelFn, key) }
 
 // histogram counts observations by bucket; the last bucket is +Inf. Its
 // count is the sum of its buckets, so a counter that counts the same events

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/internal/labels"
 )
 
 // maxEndpoints bounds the endpoint label values of one key label; further
@@ -39,7 +40,7 @@ func (es *endpoints) get(endpoint string) *endpointSeries {
 	if s, ok := es.m.Load(endpoint); ok {
 		return s.(*endpointSeries)
 	}
-	label := cleanLabel(endpoint)
+	label := labels.Clean(endpoint)
 	if es.n >= maxEndpoints {
 		label = OtherLabel
 		if s, ok := es.m.Load(OtherLabel); ok {

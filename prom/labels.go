@@ -7,9 +7,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"unicode/utf8"
 
 	"github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/internal/labels"
 )
 
 // Label values the collector produces on its own.
@@ -17,13 +17,13 @@ const (
 	// OtherLabel is the value of a key or route label once the cap is
 	// reached, and of a method, status class, mechanism or reason outside
 	// the known set.
-	OtherLabel = "other"
+	OtherLabel = labels.Other
 	// NoneLabel is the value of a key or route label for an empty key or
 	// route (an inbound request no route pattern matched, for example).
-	NoneLabel = "none"
+	NoneLabel = labels.None
 	// MaxLabelLen is the longest key or route label value, in bytes; longer
 	// values are cut at a rune boundary.
-	MaxLabelLen = 128
+	MaxLabelLen = labels.MaxLen
 )
 
 // categoryNames holds the category label values by Category; the last one
@@ -127,25 +127,6 @@ func reasonName(r breakwater.Reason) string {
 		return string(r)
 	}
 	return OtherLabel
-}
-
-// cleanLabel makes s a usable label value: NoneLabel when empty, valid
-// UTF-8, at most MaxLabelLen bytes. The result may share s's memory.
-func cleanLabel(s string) string {
-	if s == "" {
-		return NoneLabel
-	}
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	if len(s) > MaxLabelLen {
-		n := MaxLabelLen
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n--
-		}
-		s = s[:n]
-	}
-	return s
 }
 
 // table maps raw values (keys, routes) to the series of their label value,
