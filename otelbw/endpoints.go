@@ -14,21 +14,6 @@ import (
 // cap) can reach it.
 const maxEndpoints = 64
 
-// ejectionReasons holds the ejection reasons' values; the last one is
-// labels.Other.
-var ejectionReasons = []string{
-	string(breakwater.ReasonFailures), string(breakwater.ReasonOutlier), string(breakwater.ReasonProbeFailed), labels.Other,
-}
-
-func ejectionIndex(r breakwater.Reason) int {
-	for i, name := range ejectionReasons[:len(ejectionReasons)-1] {
-		if string(r) == name {
-			return i
-		}
-	}
-	return len(ejectionReasons) - 1
-}
-
 // endpointSeries holds the attribute sets of one (key, endpoint) pair and
 // whether the endpoint is ejected.
 type endpointSeries struct {
@@ -41,10 +26,10 @@ type endpointSeries struct {
 func newEndpointSeries(key, endpoint string) *endpointSeries {
 	k, e := keyAttr.String(key), endpointAttr.String(endpoint)
 	es := &endpointSeries{ep: newAttrs(k, e)}
-	for _, c := range categoryNames {
+	for _, c := range labels.Categories {
 		es.byCategory = append(es.byCategory, newAttrs(k, e, categoryAttr.String(c)))
 	}
-	for _, r := range ejectionReasons {
+	for _, r := range labels.EjectionReasons {
 		es.byReason = append(es.byReason, newAttrs(k, e, ejectionReasonAttr.String(r)))
 	}
 	return es
@@ -58,7 +43,7 @@ func (es *endpointSeries) health(h breakwater.Health, why breakwater.Reason) (at
 		return attrs{}, false
 	}
 	es.ejected.Store(true)
-	return es.byReason[ejectionIndex(why)], true
+	return es.byReason[labels.EjectionIndex(why)], true
 }
 
 // endpoints maps the endpoints of one key value to their series: at most

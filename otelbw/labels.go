@@ -3,12 +3,10 @@ package otelbw
 import (
 	"hash/maphash"
 	"maps"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 
-	"github.com/breakwater-go/breakwater"
 	"github.com/breakwater-go/breakwater/internal/labels"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -79,113 +77,15 @@ func (c *attrCache) get(code uint32, mk func() attrs) attrs {
 	return a
 }
 
-// categoryNames holds the category values by Category; the last one is
-// "unknown", for a category outside the known set.
-var categoryNames = func() []string {
-	cs := breakwater.Categories()
-	names := make([]string, len(cs)+1)
-	for i, c := range cs {
-		names[i] = c.String()
-	}
-	names[len(cs)] = breakwater.Category(len(cs)).String()
-	return names
-}()
-
-func categoryIndex(c breakwater.Category) int {
-	if i := int(c); i < len(categoryNames)-1 {
-		return i
-	}
-	return len(categoryNames) - 1
-}
-
-// mechanismNames holds the mechanism values in the order of
-// breakwater.Mechanisms; the last one is labels.Other.
-var mechanismNames = func() []string {
-	var names []string
-	for _, m := range breakwater.Mechanisms() {
-		names = append(names, string(m))
-	}
-	return append(names, labels.Other)
-}()
-
-// mechanismIndex finds m's value; the list is short, so a scan beats a map.
-func mechanismIndex(m breakwater.Mechanism) int {
-	for i, name := range mechanismNames[:len(mechanismNames)-1] {
-		if string(m) == name {
-			return i
-		}
-	}
-	return len(mechanismNames) - 1
-}
-
-// methodValues holds the http.request.method values: the nine methods of
-// RFC 9110 and RFC 5789, then "_OTHER", as the HTTP semantic conventions
-// bound them.
+// methodValues holds the http.request.method values by
+// labels.MethodIndex: the nine methods of RFC 9110 and RFC 5789, then
+// "_OTHER", as the HTTP semantic conventions bound them. The conventions
+// match methods case-sensitively, so "get" is "_OTHER".
 var methodValues = []attribute.KeyValue{
 	semconv.HTTPRequestMethodGet, semconv.HTTPRequestMethodHead, semconv.HTTPRequestMethodPost,
 	semconv.HTTPRequestMethodPut, semconv.HTTPRequestMethodPatch, semconv.HTTPRequestMethodDelete,
 	semconv.HTTPRequestMethodConnect, semconv.HTTPRequestMethodOptions, semconv.HTTPRequestMethodTrace,
 	semconv.HTTPRequestMethodOther,
-}
-
-// methodIndex maps a request method to its value ("" is GET, as in
-// net/http); the semantic conventions match methods case-sensitively, so
-// "get" is "_OTHER".
-func methodIndex(m string) int {
-	switch m {
-	case http.MethodGet, "":
-		return 0
-	case http.MethodHead:
-		return 1
-	case http.MethodPost:
-		return 2
-	case http.MethodPut:
-		return 3
-	case http.MethodPatch:
-		return 4
-	case http.MethodDelete:
-		return 5
-	case http.MethodConnect:
-		return 6
-	case http.MethodOptions:
-		return 7
-	case http.MethodTrace:
-		return 8
-	}
-	return len(methodValues) - 1
-}
-
-// stateNames holds the breaker states' values by breakwater.State, then
-// "unknown" for a state outside the known set.
-var stateNames = [...]string{
-	breakwater.StateClosed:   breakwater.StateClosed.String(),
-	breakwater.StateHalfOpen: breakwater.StateHalfOpen.String(),
-	breakwater.StateOpen:     breakwater.StateOpen.String(),
-	breakwater.StateOpen + 1: (breakwater.StateOpen + 1).String(),
-}
-
-func stateIndex(s breakwater.State) int {
-	if int(s) < len(stateNames)-1 {
-		return int(s)
-	}
-	return len(stateNames) - 1
-}
-
-// reasonNames holds the transition reasons' values; the last one is
-// labels.Other.
-var reasonNames = []string{
-	string(breakwater.ReasonFailures), string(breakwater.ReasonProbeFailed), string(breakwater.ReasonOpenElapsed),
-	string(breakwater.ReasonProbesSucceeded), string(breakwater.ReasonTrip), string(breakwater.ReasonReset),
-	string(breakwater.ReasonRecovery), labels.Other,
-}
-
-func reasonIndex(r breakwater.Reason) int {
-	for i, name := range reasonNames[:len(reasonNames)-1] {
-		if string(r) == name {
-			return i
-		}
-	}
-	return len(reasonNames) - 1
 }
 
 // table maps raw values (keys, routes) to the series of their attribute

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/internal/labels"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -123,13 +124,13 @@ type keySeries struct {
 func newKeySeries(value string) *keySeries {
 	k := keyAttr.String(value)
 	ks := &keySeries{value: value, key: newAttrs(k), eps: endpoints{key: value}}
-	for _, c := range categoryNames {
+	for _, c := range labels.Categories {
 		ks.byCategory = append(ks.byCategory, newAttrs(k, categoryAttr.String(c)))
 	}
-	for _, m := range mechanismNames {
+	for _, m := range labels.Mechanisms {
 		ks.byMechanism = append(ks.byMechanism, newAttrs(k, mechanismAttr.String(m)))
 	}
-	for _, s := range stateNames {
+	for _, s := range labels.States {
 		ks.byState = append(ks.byState, newAttrs(k, stateAttr.String(s)))
 	}
 	return ks
@@ -137,11 +138,11 @@ func newKeySeries(value string) *keySeries {
 
 // transition returns the attribute set of t's transitions counter.
 func (ks *keySeries) transition(t *breakwater.Transition) attrs {
-	from, to, reason := stateIndex(t.From), stateIndex(t.To), reasonIndex(t.Reason)
-	code := uint32((from*len(stateNames)+to)*len(reasonNames) + reason)
+	from, to, reason := labels.StateIndex(t.From), labels.StateIndex(t.To), labels.ReasonIndex(t.Reason)
+	code := uint32((from*len(labels.States)+to)*len(labels.Reasons) + reason)
 	return ks.transitions.get(code, func() attrs {
-		return newAttrs(keyAttr.String(ks.value), fromAttr.String(stateNames[from]),
-			toAttr.String(stateNames[to]), reasonAttr.String(reasonNames[reason]))
+		return newAttrs(keyAttr.String(ks.value), fromAttr.String(labels.States[from]),
+			toAttr.String(labels.States[to]), reasonAttr.String(labels.Reasons[reason]))
 	})
 }
 
@@ -162,10 +163,10 @@ func (rs *routeSeries) request(method string, status int, c breakwater.Category)
 	if status < 100 || status > 599 {
 		status = 0
 	}
-	m, ci := methodIndex(method), categoryIndex(c)
-	code := uint32((m*600+status)*len(categoryNames) + ci)
+	m, ci := labels.MethodIndex(method), labels.CategoryIndex(c)
+	code := uint32((m*600+status)*len(labels.Categories) + ci)
 	return rs.requests.get(code, func() attrs {
-		kvs := []attribute.KeyValue{semconv.HTTPRoute(rs.value), methodValues[m], categoryAttr.String(categoryNames[ci])}
+		kvs := []attribute.KeyValue{semconv.HTTPRoute(rs.value), methodValues[m], categoryAttr.String(labels.Categories[ci])}
 		if status != 0 {
 			kvs = append(kvs, semconv.HTTPResponseStatusCode(status))
 		}
@@ -190,9 +191,9 @@ func (ob *Observer) observeKeys(_ context.Context, o metric.Observer) error {
 		}
 		o.ObserveInt64(in.active, active, ks.key.obs...)
 		state, open := ks.breaker.read(now)
-		for i := range len(stateNames) - 1 {
+		for i := range len(labels.States) - 1 {
 			v := int64(0)
-			if i == stateIndex(state) {
+			if i == labels.StateIndex(state) {
 				v = 1
 			}
 			o.ObserveInt64(in.status, v, ks.byState[i].obs...)

@@ -155,7 +155,7 @@ func (ob *Observer) Observe(ctx context.Context, e breakwater.Event) {
 	case breakwater.EventCallStart:
 		ob.keys.get(e.Key).starts.Add(1)
 	case breakwater.EventAttempt:
-		ks, ci := ob.keys.get(e.Key), categoryIndex(e.Category)
+		ks, ci := ob.keys.get(e.Key), labels.CategoryIndex(e.Category)
 		in.attemptDur.Record(ctx, seconds(e.Duration), ks.byCategory[ci].rec...)
 		if e.Endpoint != "" {
 			ob.endpointAttempt(ctx, ks, e.Endpoint, ci)
@@ -163,20 +163,20 @@ func (ob *Observer) Observe(ctx context.Context, e breakwater.Event) {
 	case breakwater.EventHedge:
 		ob.hedge(ctx, &e)
 	case breakwater.EventRetry:
-		in.retries.Add(ctx, 1, ob.keys.get(e.Key).byCategory[categoryIndex(e.Category)].add...)
+		in.retries.Add(ctx, 1, ob.keys.get(e.Key).byCategory[labels.CategoryIndex(e.Category)].add...)
 		addSpanEvent(ctx, e)
 	case breakwater.EventCallEnd:
 		ks := ob.keys.get(e.Key)
-		in.callDur.Record(ctx, seconds(e.Duration), ks.byCategory[categoryIndex(e.Category)].rec...)
+		in.callDur.Record(ctx, seconds(e.Duration), ks.byCategory[labels.CategoryIndex(e.Category)].rec...)
 		ks.ends.Add(1)
 		if e.Attempts > 1 {
 			ob.hedgedEnd(ctx, ks, &e)
 		}
 	case breakwater.EventReject:
-		in.rejections.Add(ctx, 1, ob.keys.get(e.Key).byMechanism[mechanismIndex(e.Mechanism)].add...)
+		in.rejections.Add(ctx, 1, ob.keys.get(e.Key).byMechanism[labels.MechanismIndex(e.Mechanism)].add...)
 		addSpanEvent(ctx, e)
 	case breakwater.EventWait:
-		in.waitDur.Record(ctx, seconds(e.Duration), ob.keys.get(e.Key).byMechanism[mechanismIndex(e.Mechanism)].rec...)
+		in.waitDur.Record(ctx, seconds(e.Duration), ob.keys.get(e.Key).byMechanism[labels.MechanismIndex(e.Mechanism)].rec...)
 		addSpanEvent(ctx, e)
 	case breakwater.EventTransition:
 		if e.Transition == nil {

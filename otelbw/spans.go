@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/internal/labels"
 	"go.opentelemetry.io/otel/attribute"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
@@ -42,14 +43,14 @@ func spanEvent(e breakwater.Event) (string, []attribute.KeyValue) {
 	case breakwater.EventRetry:
 		// Why (the failed attempt's category and status) and how long the
 		// call waits before the next attempt.
-		kvs := []attribute.KeyValue{key, attemptAttr.Int(e.Attempt), categoryAttr.String(categoryNames[categoryIndex(e.Category)]),
+		kvs := []attribute.KeyValue{key, attemptAttr.Int(e.Attempt), categoryAttr.String(labels.Categories[labels.CategoryIndex(e.Category)]),
 			delayAttr.Float64(seconds(e.Delay))}
 		if e.Status != 0 {
 			kvs = append(kvs, semconv.HTTPResponseStatusCode(e.Status))
 		}
 		return SpanEventRetry, withEndpoint(kvs, e.Endpoint)
 	case breakwater.EventReject:
-		kvs := []attribute.KeyValue{key, mechanismAttr.String(mechanismNames[mechanismIndex(e.Mechanism)])}
+		kvs := []attribute.KeyValue{key, mechanismAttr.String(labels.Mechanisms[labels.MechanismIndex(e.Mechanism)])}
 		if e.Attempt > 0 {
 			kvs = append(kvs, attemptAttr.Int(e.Attempt))
 		}
@@ -61,7 +62,7 @@ func spanEvent(e breakwater.Event) (string, []attribute.KeyValue) {
 		}
 		return SpanEventRejection, withEndpoint(kvs, e.Endpoint)
 	case breakwater.EventWait:
-		return SpanEventWait, withEndpoint([]attribute.KeyValue{key, mechanismAttr.String(mechanismNames[mechanismIndex(e.Mechanism)]),
+		return SpanEventWait, withEndpoint([]attribute.KeyValue{key, mechanismAttr.String(labels.Mechanisms[labels.MechanismIndex(e.Mechanism)]),
 			delayAttr.Float64(seconds(e.Duration))}, e.Endpoint)
 	case breakwater.EventHedge:
 		// Which attempt the hedge is, and how long after the first attempt

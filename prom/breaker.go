@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/internal/labels"
 )
 
 // breakerAgg follows the breakers behind one key label from their
@@ -40,7 +41,7 @@ func (b *breakerAgg) record(t breakwater.Transition) {
 	if b.transitions == nil {
 		b.transitions = make(map[transitionLabels]uint64)
 	}
-	b.transitions[transitionLabels{stateName(t.From), stateName(t.To), reasonName(t.Reason)}]++
+	b.transitions[transitionLabels{labels.States[labels.StateIndex(t.From)], labels.States[labels.StateIndex(t.To)], labels.Reasons[labels.ReasonIndex(t.Reason)]}]++
 	wasClosed := b.open+b.halfOpen == 0
 	// A From that does not match the counts is a transition the collector
 	// did not see the start of (it was attached to a registry whose breakers

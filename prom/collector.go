@@ -288,7 +288,7 @@ type keySeries struct {
 }
 
 func (c *Collector) newKeySeries(label string) *keySeries {
-	nc, nm := len(categoryNames), len(mechanismNames)
+	nc, nm := len(labels.Categories), len(labels.Mechanisms)
 	return &keySeries{
 		label:    label,
 		calls:    c.newHistograms(nc),
@@ -310,7 +310,7 @@ type routeSeries struct {
 func (c *Collector) newRouteSeries(label string) *routeSeries {
 	rs := &routeSeries{
 		label:    label,
-		requests: make([]atomic.Uint64, len(methodNames)*len(statusClassNames)*len(categoryNames)),
+		requests: make([]atomic.Uint64, len(methodNames)*len(statusClassNames)*len(labels.Categories)),
 	}
 	rs.duration.counts = make([]atomic.Uint64, len(c.bounds)+1)
 	return rs
@@ -330,15 +330,15 @@ func (c *Collector) Observe(_ context.Context, e breakwater.Event) {
 		c.keys.get(e.Key).starts.Add(1)
 	case breakwater.EventAttempt:
 		ks := c.keys.get(e.Key)
-		ks.attempts[categoryIndex(e.Category)].observe(c.boundsNs, e.Duration)
+		ks.attempts[labels.CategoryIndex(e.Category)].observe(c.boundsNs, e.Duration)
 		if e.Endpoint != "" {
-			ks.eps.get(e.Endpoint).attempts[categoryIndex(e.Category)].Add(1)
+			ks.eps.get(e.Endpoint).attempts[labels.CategoryIndex(e.Category)].Add(1)
 		}
 	case breakwater.EventRetry:
-		c.keys.get(e.Key).retries[categoryIndex(e.Category)].Add(1)
+		c.keys.get(e.Key).retries[labels.CategoryIndex(e.Category)].Add(1)
 	case breakwater.EventCallEnd:
 		ks := c.keys.get(e.Key)
-		ks.calls[categoryIndex(e.Category)].observe(c.boundsNs, e.Duration)
+		ks.calls[labels.CategoryIndex(e.Category)].observe(c.boundsNs, e.Duration)
 		if e.Hedge {
 			ks.wins.Add(1)
 		}
@@ -347,9 +347,9 @@ func (c *Collector) Observe(_ context.Context, e breakwater.Event) {
 	case breakwater.EventHealth:
 		c.keys.get(e.Key).eps.get(e.Endpoint).health(e)
 	case breakwater.EventReject:
-		c.keys.get(e.Key).rejects[mechanismIndex(e.Mechanism)].Add(1)
+		c.keys.get(e.Key).rejects[labels.MechanismIndex(e.Mechanism)].Add(1)
 	case breakwater.EventWait:
-		c.keys.get(e.Key).waits[mechanismIndex(e.Mechanism)].observe(c.boundsNs, e.Duration)
+		c.keys.get(e.Key).waits[labels.MechanismIndex(e.Mechanism)].observe(c.boundsNs, e.Duration)
 	case breakwater.EventTransition:
 		if e.Transition == nil {
 			return
@@ -361,7 +361,7 @@ func (c *Collector) Observe(_ context.Context, e breakwater.Event) {
 		c.keys.get(key).breaker.record(*e.Transition)
 	case breakwater.EventRequest:
 		rs := c.routes.get(e.Route)
-		i := (methodIndex(e.Method)*len(statusClassNames)+statusClassIndex(e.Status))*len(categoryNames) + categoryIndex(e.Category)
+		i := (methodIndex(e.Method)*len(statusClassNames)+statusClassIndex(e.Status))*len(labels.Categories) + labels.CategoryIndex(e.Category)
 		rs.requests[i].Add(1)
 		rs.duration.observe(c.boundsNs, e.Duration)
 	}
@@ -393,8 +393,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			n, sum := ks.calls[i].snapshot(counts)
 			ends += n
 			if n > 0 {
-				ch <- c.constMetric(d.calls, prometheus.CounterValue, float64(n), ks.label, categoryNames[i])
-				ch <- c.constHistogram(d.callDur, counts, n, sum, ks.label, categoryNames[i])
+				ch <- c.constMetric(d.calls, prometheus.CounterValue, float64(n), ks.label, labels.Categories[i])
+				ch <- c.constHistogram(d.callDur, counts, n, sum, ks.label, labels.Categories[i])
 			}
 		}
 		// Read starts after the ends: a call counted as ended started
@@ -403,25 +403,25 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		starts := ks.starts.Load()
 		for i := range ks.attempts {
 			if n, sum := ks.attempts[i].snapshot(counts); n > 0 {
-				ch <- c.constMetric(d.attempts, prometheus.CounterValue, float64(n), ks.label, categoryNames[i])
-				ch <- c.constHistogram(d.attemptDur, counts, n, sum, ks.label, categoryNames[i])
+				ch <- c.constMetric(d.attempts, prometheus.CounterValue, float64(n), ks.label, labels.Categories[i])
+				ch <- c.constHistogram(d.attemptDur, counts, n, sum, ks.label, labels.Categories[i])
 			}
 		}
 		for i := range ks.retries {
 			if n := ks.retries[i].Load(); n > 0 {
-				ch <- c.constMetric(d.retries, prometheus.CounterValue, float64(n), ks.label, categoryNames[i])
+				ch <- c.constMetric(d.retries, prometheus.CounterValue, float64(n), ks.label, labels.Categories[i])
 			}
 		}
 		for i := range ks.rejects {
 			if n := ks.rejects[i].Load(); n > 0 {
-				ch <- c.constMetric(d.rejections, prometheus.CounterValue, float64(n), ks.label, mechanismNames[i])
+				ch <- c.constMetric(d.rejections, prometheus.CounterValue, float64(n), ks.label, labels.Mechanisms[i])
 			}
 		}
-		budget := ks.rejects[mechanismIndex(breakwater.MechRetryBudget)].Load()
+		budget := ks.rejects[labels.MechanismIndex(breakwater.MechRetryBudget)].Load()
 		ch <- c.constMetric(d.budget, prometheus.CounterValue, float64(budget), ks.label)
 		for i := range ks.waits {
 			if n, sum := ks.waits[i].snapshot(counts); n > 0 {
-				ch <- c.constHistogram(d.wait, counts, n, sum, ks.label, mechanismNames[i])
+				ch <- c.constHistogram(d.wait, counts, n, sum, ks.label, labels.Mechanisms[i])
 			}
 		}
 		inFlight := 0.0
@@ -442,7 +442,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ks.eps.each(func(es *endpointSeries) {
 			for i := range es.attempts {
 				if n := es.attempts[i].Load(); n > 0 {
-					ch <- c.constMetric(d.epAttempts, prometheus.CounterValue, float64(n), ks.label, es.label, categoryNames[i])
+					ch <- c.constMetric(d.epAttempts, prometheus.CounterValue, float64(n), ks.label, es.label, labels.Categories[i])
 				}
 			}
 			es.mu.Lock()
@@ -464,10 +464,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			if n == 0 {
 				continue
 			}
-			k := i % len(categoryNames)
-			s := i / len(categoryNames) % len(statusClassNames)
-			m := i / len(categoryNames) / len(statusClassNames)
-			ch <- c.constMetric(d.inbound, prometheus.CounterValue, float64(n), rs.label, methodNames[m], statusClassNames[s], categoryNames[k])
+			k := i % len(labels.Categories)
+			s := i / len(labels.Categories) % len(statusClassNames)
+			m := i / len(labels.Categories) / len(statusClassNames)
+			ch <- c.constMetric(d.inbound, prometheus.CounterValue, float64(n), rs.label, methodNames[m], statusClassNames[s], labels.Categories[k])
 		}
 		if n, sum := rs.duration.snapshot(counts); n > 0 {
 			ch <- c.constHistogram(d.inboundDur, counts, n, sum, rs.label)

@@ -50,7 +50,7 @@ func (es *endpoints) get(endpoint string) *endpointSeries {
 	} else {
 		es.n++
 	}
-	s := &endpointSeries{label: label, attempts: make([]atomic.Uint64, len(categoryNames))}
+	s := &endpointSeries{label: label, attempts: make([]atomic.Uint64, len(labels.Categories))}
 	es.m.Store(endpoint, s)
 	return s
 }
@@ -70,18 +70,9 @@ func (s *endpointSeries) health(e breakwater.Event) {
 		if s.ejections == nil {
 			s.ejections = make(map[string]uint64)
 		}
-		s.ejections[ejectionReason(e.Reason)]++
+		s.ejections[labels.EjectionReasons[labels.EjectionIndex(e.Reason)]]++
 		s.ejected = true
 		return
 	}
 	s.ejected = false
-}
-
-// ejectionReason bounds an ejection reason to the known set.
-func ejectionReason(r breakwater.Reason) string {
-	switch r {
-	case breakwater.ReasonFailures, breakwater.ReasonOutlier, breakwater.ReasonProbeFailed:
-		return string(r)
-	}
-	return OtherLabel
 }

@@ -3,12 +3,11 @@ package prom
 import (
 	"hash/maphash"
 	"maps"
-	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 
-	"github.com/breakwater-go/breakwater"
 	"github.com/breakwater-go/breakwater/internal/labels"
 )
 
@@ -26,82 +25,22 @@ const (
 	MaxLabelLen = labels.MaxLen
 )
 
-// categoryNames holds the category label values by Category; the last one
-// is "unknown", for a category outside the known set.
-var categoryNames = func() []string {
-	cs := breakwater.Categories()
-	names := make([]string, len(cs)+1)
-	for i, c := range cs {
-		names[i] = c.String()
-	}
-	names[len(cs)] = breakwater.Category(len(cs)).String()
-	return names
-}()
-
-func categoryIndex(c breakwater.Category) int {
-	if i := int(c); i < len(categoryNames)-1 {
-		return i
-	}
-	return len(categoryNames) - 1
-}
-
-// mechanismNames holds the mechanism label values in the order of
-// breakwater.Mechanisms; the last one is OtherLabel.
-var mechanismNames = func() []string {
-	var names []string
-	for _, m := range breakwater.Mechanisms() {
-		names = append(names, string(m))
-	}
-	return append(names, OtherLabel)
-}()
-
-// mechanismIndex finds m's label; the list is short, so a scan beats a map.
-func mechanismIndex(m breakwater.Mechanism) int {
-	for i, name := range mechanismNames[:len(mechanismNames)-1] {
-		if string(m) == name {
-			return i
-		}
-	}
-	return len(mechanismNames) - 1
-}
-
 // methodNames holds the method label values; the last one is OtherLabel.
-var methodNames = []string{
-	http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
-	http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace,
-	OtherLabel,
-}
+var methodNames = append(slices.Clone(labels.Methods), OtherLabel)
 
 // methodIndex maps a request method to its label: one of the nine methods
 // of RFC 9110 and RFC 5789 (case-insensitively, "" being GET as in
 // net/http), else OtherLabel.
 func methodIndex(m string) int {
-	switch m {
-	case http.MethodGet, "":
-		return 0
-	case http.MethodHead:
-		return 1
-	case http.MethodPost:
-		return 2
-	case http.MethodPut:
-		return 3
-	case http.MethodPatch:
-		return 4
-	case http.MethodDelete:
-		return 5
-	case http.MethodConnect:
-		return 6
-	case http.MethodOptions:
-		return 7
-	case http.MethodTrace:
-		return 8
+	if i := labels.MethodIndex(m); i < len(labels.Methods) {
+		return i
 	}
-	for i, name := range methodNames[:len(methodNames)-1] {
+	for i, name := range labels.Methods {
 		if strings.EqualFold(m, name) {
 			return i
 		}
 	}
-	return len(methodNames) - 1
+	return len(labels.Methods)
 }
 
 // statusClassNames holds the status class label values; the last one is
@@ -113,20 +52,6 @@ func statusClassIndex(status int) int {
 		return status/100 - 1
 	}
 	return len(statusClassNames) - 1
-}
-
-// stateName is a breaker state's label value: closed, half_open, open or
-// unknown.
-func stateName(s breakwater.State) string { return s.String() }
-
-// reasonName bounds a transition reason to the known set.
-func reasonName(r breakwater.Reason) string {
-	switch r {
-	case breakwater.ReasonFailures, breakwater.ReasonProbeFailed, breakwater.ReasonOpenElapsed, breakwater.ReasonProbesSucceeded,
-		breakwater.ReasonTrip, breakwater.ReasonReset, breakwater.ReasonRecovery:
-		return string(r)
-	}
-	return OtherLabel
 }
 
 // table maps raw values (keys, routes) to the series of their label value,
