@@ -181,7 +181,7 @@ func (rs *routeSeries) request(method string, status int, c breakwater.Category)
 func (ob *Observer) observeKeys(_ context.Context, o metric.Observer) error {
 	now := time.Now()
 	in := &ob.inst
-	ob.keys.each(func(ks *keySeries) {
+	ob.keys.Each(func(ks *keySeries) {
 		// Read ends before starts, so that a call cannot be seen ending
 		// without being seen starting.
 		ends := ks.ends.Load()

@@ -97,8 +97,8 @@ func (o *options) validate() error {
 type Observer struct {
 	inst instruments
 
-	keys   *table[*keySeries]
-	routes *table[*routeSeries]
+	keys   *labels.Table[*keySeries]
+	routes *labels.Table[*routeSeries]
 
 	keyValueFn func(string) string
 }
@@ -124,8 +124,8 @@ func New(opts ...Option) (*Observer, error) {
 		o.mp = otel.GetMeterProvider()
 	}
 	ob := &Observer{keyValueFn: o.keyValue}
-	ob.keys = newTable(o.maxKeys, max(4096, 4*o.maxKeys), ob.keyValue, newKeySeries)
-	ob.routes = newTable(o.maxRoutes, max(4096, 4*o.maxRoutes), labels.Clean, newRouteSeries)
+	ob.keys = labels.NewTable(o.maxKeys, ob.keyValue, newKeySeries)
+	ob.routes = labels.NewTable(o.maxRoutes, labels.Clean, newRouteSeries)
 	if err := ob.inst.create(o.mp.Meter(ScopeName, metric.WithSchemaURL(schemaURL)), ob.observeKeys); err != nil {
 		return nil, err
 	}
@@ -153,9 +153,9 @@ func (ob *Observer) Observe(ctx context.Context, e breakwater.Event) {
 	in := &ob.inst
 	switch e.Kind {
 	case breakwater.EventCallStart:
-		ob.keys.get(e.Key).starts.Add(1)
+		ob.keys.Get(e.Key).starts.Add(1)
 	case breakwater.EventAttempt:
-		ks, ci := ob.keys.get(e.Key), labels.CategoryIndex(e.Category)
+		ks, ci := ob.keys.Get(e.Key), labels.CategoryIndex(e.Category)
 		in.attemptDur.Record(ctx, seconds(e.Duration), ks.byCategory[ci].rec...)
 		if e.Endpoint != "" {
 			ob.endpointAttempt(ctx, ks, e.Endpoint, ci)
@@ -163,20 +163,20 @@ func (ob *Observer) Observe(ctx context.Context, e breakwater.Event) {
 	case breakwater.EventHedge:
 		ob.hedge(ctx, &e)
 	case breakwater.EventRetry:
-		in.retries.Add(ctx, 1, ob.keys.get(e.Key).byCategory[labels.CategoryIndex(e.Category)].add...)
+		in.retries.Add(ctx, 1, ob.keys.Get(e.Key).byCategory[labels.CategoryIndex(e.Category)].add...)
 		addSpanEvent(ctx, e)
 	case breakwater.EventCallEnd:
-		ks := ob.keys.get(e.Key)
+		ks := ob.keys.Get(e.Key)
 		in.callDur.Record(ctx, seconds(e.Duration), ks.byCategory[labels.CategoryIndex(e.Category)].rec...)
 		ks.ends.Add(1)
 		if e.Attempts > 1 {
 			ob.hedgedEnd(ctx, ks, &e)
 		}
 	case breakwater.EventReject:
-		in.rejections.Add(ctx, 1, ob.keys.get(e.Key).byMechanism[labels.MechanismIndex(e.Mechanism)].add...)
+		in.rejections.Add(ctx, 1, ob.keys.Get(e.Key).byMechanism[labels.MechanismIndex(e.Mechanism)].add...)
 		addSpanEvent(ctx, e)
 	case breakwater.EventWait:
-		in.waitDur.Record(ctx, seconds(e.Duration), ob.keys.get(e.Key).byMechanism[labels.MechanismIndex(e.Mechanism)].rec...)
+		in.waitDur.Record(ctx, seconds(e.Duration), ob.keys.Get(e.Key).byMechanism[labels.MechanismIndex(e.Mechanism)].rec...)
 		addSpanEvent(ctx, e)
 	case breakwater.EventTransition:
 		if e.Transition == nil {
@@ -186,13 +186,13 @@ func (ob *Observer) Observe(ctx context.Context, e breakwater.Event) {
 		if key == "" {
 			key = e.Key
 		}
-		ks := ob.keys.get(key)
+		ks := ob.keys.Get(key)
 		ks.breaker.record(*e.Transition)
 		in.transitions.Add(ctx, 1, ks.transition(e.Transition).add...)
 	case breakwater.EventHealth:
 		ob.health(ctx, &e)
 	case breakwater.EventRequest:
-		rs := ob.routes.get(e.Route)
+		rs := ob.routes.Get(e.Route)
 		in.requests.Add(ctx, 1, rs.request(e.Method, e.Status, e.Category).add...)
 		in.requestDur.Record(ctx, seconds(e.Duration), rs.route.rec...)
 	}
@@ -208,7 +208,7 @@ func (ob *Observer) endpointAttempt(ctx context.Context, ks *keySeries, endpoint
 
 // hedge counts a hedge sent and puts it on the call's span.
 func (ob *Observer) hedge(ctx context.Context, e *breakwater.Event) {
-	ob.inst.hedges.Add(ctx, 1, ob.keys.get(e.Key).key.add...)
+	ob.inst.hedges.Add(ctx, 1, ob.keys.Get(e.Key).key.add...)
 	addSpanEvent(ctx, *e)
 }
 
@@ -225,7 +225,7 @@ func (ob *Observer) hedgedEnd(ctx context.Context, ks *keySeries, e *breakwater.
 
 // health follows an endpoint's ejections.
 func (ob *Observer) health(ctx context.Context, e *breakwater.Event) {
-	if set, ejected := ob.keys.get(e.Key).eps.get(e.Endpoint).health(e.Health, e.Reason); ejected {
+	if set, ejected := ob.keys.Get(e.Key).eps.get(e.Endpoint).health(e.Health, e.Reason); ejected {
 		ob.inst.ejections.Add(ctx, 1, set.add...)
 	}
 }

@@ -144,8 +144,8 @@ type Collector struct {
 
 	descs descs
 
-	keys   *table[*keySeries]
-	routes *table[*routeSeries]
+	keys   *labels.Table[*keySeries]
+	routes *labels.Table[*routeSeries]
 
 	keyLabelFn func(string) string
 }
@@ -213,8 +213,8 @@ func New(reg prometheus.Registerer, opts ...Option) (*Collector, error) {
 		epEjected:   desc(MetricEndpointEjected, "1 while a failover endpoint is ejected by outlier detection, else 0.", "key", "endpoint"),
 		epEjections: desc(MetricEndpointEjections, "Ejections of a failover endpoint, by reason.", "key", "endpoint", "reason"),
 	}
-	c.keys = newTable(o.maxKeys, max(4096, 4*o.maxKeys), c.keyLabel, c.newKeySeries)
-	c.routes = newTable(o.maxRoutes, max(4096, 4*o.maxRoutes), labels.Clean, c.newRouteSeries)
+	c.keys = labels.NewTable(o.maxKeys, c.keyLabel, c.newKeySeries)
+	c.routes = labels.NewTable(o.maxRoutes, labels.Clean, c.newRouteSeries)
 	if reg != nil {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -327,29 +327,29 @@ func (c *Collector) Observe(_ context.Context, e breakwater.Event) {
 	}
 	switch e.Kind {
 	case breakwater.EventCallStart:
-		c.keys.get(e.Key).starts.Add(1)
+		c.keys.Get(e.Key).starts.Add(1)
 	case breakwater.EventAttempt:
-		ks := c.keys.get(e.Key)
+		ks := c.keys.Get(e.Key)
 		ks.attempts[labels.CategoryIndex(e.Category)].observe(c.boundsNs, e.Duration)
 		if e.Endpoint != "" {
 			ks.eps.get(e.Endpoint).attempts[labels.CategoryIndex(e.Category)].Add(1)
 		}
 	case breakwater.EventRetry:
-		c.keys.get(e.Key).retries[labels.CategoryIndex(e.Category)].Add(1)
+		c.keys.Get(e.Key).retries[labels.CategoryIndex(e.Category)].Add(1)
 	case breakwater.EventCallEnd:
-		ks := c.keys.get(e.Key)
+		ks := c.keys.Get(e.Key)
 		ks.calls[labels.CategoryIndex(e.Category)].observe(c.boundsNs, e.Duration)
 		if e.Hedge {
 			ks.wins.Add(1)
 		}
 	case breakwater.EventHedge:
-		c.keys.get(e.Key).hedges.Add(1)
+		c.keys.Get(e.Key).hedges.Add(1)
 	case breakwater.EventHealth:
-		c.keys.get(e.Key).eps.get(e.Endpoint).health(e)
+		c.keys.Get(e.Key).eps.get(e.Endpoint).health(e)
 	case breakwater.EventReject:
-		c.keys.get(e.Key).rejects[labels.MechanismIndex(e.Mechanism)].Add(1)
+		c.keys.Get(e.Key).rejects[labels.MechanismIndex(e.Mechanism)].Add(1)
 	case breakwater.EventWait:
-		c.keys.get(e.Key).waits[labels.MechanismIndex(e.Mechanism)].observe(c.boundsNs, e.Duration)
+		c.keys.Get(e.Key).waits[labels.MechanismIndex(e.Mechanism)].observe(c.boundsNs, e.Duration)
 	case breakwater.EventTransition:
 		if e.Transition == nil {
 			return
@@ -358,9 +358,9 @@ func (c *Collector) Observe(_ context.Context, e breakwater.Event) {
 		if key == "" {
 			key = e.Key
 		}
-		c.keys.get(key).breaker.record(*e.Transition)
+		c.keys.Get(key).breaker.record(*e.Transition)
 	case breakwater.EventRequest:
-		rs := c.routes.get(e.Route)
+		rs := c.routes.Get(e.Route)
 		i := (methodIndex(e.Method)*len(statusClassNames)+statusClassIndex(e.Status))*len(labels.Categories) + labels.CategoryIndex(e.Category)
 		rs.requests[i].Add(1)
 		rs.duration.observe(c.boundsNs, e.Duration)
@@ -387,7 +387,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
 	counts := make([]uint64, len(c.bounds)+1)
 	d := &c.descs
-	c.keys.each(func(ks *keySeries) {
+	c.keys.Each(func(ks *keySeries) {
 		var ends uint64
 		for i := range ks.calls {
 			n, sum := ks.calls[i].snapshot(counts)
@@ -458,7 +458,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 		})
 	})
-	c.routes.each(func(rs *routeSeries) {
+	c.routes.Each(func(rs *routeSeries) {
 		for i := range rs.requests {
 			n := rs.requests[i].Load()
 			if n == 0 {
