@@ -199,7 +199,7 @@ func (ob *Observer) observeKeys(_ context.Context, o metric.Observer) error {
 			o.ObserveInt64(in.status, v, ks.byState[i].obs...)
 		}
 		o.ObserveFloat64(in.openTime, open, ks.key.obs...)
-		ks.eps.each(func(es *endpointSeries) {
+		ks.eps.Each(func(es *endpointSeries) {
 			v := int64(0)
 			if es.ejected.Load() {
 				v = 1

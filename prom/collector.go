@@ -275,16 +275,16 @@ func (h *histogram) snapshot(counts []uint64) (total uint64, sum float64) {
 // keySeries holds the state of one key label.
 type keySeries struct {
 	label    string
-	starts   atomic.Uint64   // call starts; in flight = starts - calls
-	calls    []histogram     // by category; their counts are calls_total
-	attempts []histogram     // by category; their counts are attempts_total
-	retries  []atomic.Uint64 // by category
-	rejects  []atomic.Uint64 // by mechanism; retry_budget's is also budget exhaustion
-	waits    []histogram     // by mechanism
-	breaker  breakerAgg      // state, open seconds and transitions
-	hedges   atomic.Uint64   // hedges sent
-	wins     atomic.Uint64   // calls a hedge answered
-	eps      endpoints       // failover endpoints
+	starts   atomic.Uint64                     // call starts; in flight = starts - calls
+	calls    []histogram                       // by category; their counts are calls_total
+	attempts []histogram                       // by category; their counts are attempts_total
+	retries  []atomic.Uint64                   // by category
+	rejects  []atomic.Uint64                   // by mechanism; retry_budget's is also budget exhaustion
+	waits    []histogram                       // by mechanism
+	breaker  breakerAgg                        // state, open seconds and transitions
+	hedges   atomic.Uint64                     // hedges sent
+	wins     atomic.Uint64                     // calls a hedge answered
+	eps      labels.Endpoints[*endpointSeries] // failover endpoints
 }
 
 func (c *Collector) newKeySeries(label string) *keySeries {
@@ -332,7 +332,7 @@ func (c *Collector) Observe(_ context.Context, e breakwater.Event) {
 		ks := c.keys.Get(e.Key)
 		ks.attempts[labels.CategoryIndex(e.Category)].observe(c.boundsNs, e.Duration)
 		if e.Endpoint != "" {
-			ks.eps.get(e.Endpoint).attempts[labels.CategoryIndex(e.Category)].Add(1)
+			ks.eps.Get(e.Endpoint, newEndpointSeries).attempts[labels.CategoryIndex(e.Category)].Add(1)
 		}
 	case breakwater.EventRetry:
 		c.keys.Get(e.Key).retries[labels.CategoryIndex(e.Category)].Add(1)
@@ -345,7 +345,7 @@ func (c *Collector) Observe(_ context.Context, e breakwater.Event) {
 	case breakwater.EventHedge:
 		c.keys.Get(e.Key).hedges.Add(1)
 	case breakwater.EventHealth:
-		c.keys.Get(e.Key).eps.get(e.Endpoint).health(e)
+		c.keys.Get(e.Key).eps.Get(e.Endpoint, newEndpointSeries).health(e)
 	case breakwater.EventReject:
 		c.keys.Get(e.Key).rejects[labels.MechanismIndex(e.Mechanism)].Add(1)
 	case breakwater.EventWait:
@@ -439,7 +439,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- c.constMetric(d.hedges, prometheus.CounterValue, float64(n), ks.label)
 			ch <- c.constMetric(d.hedgeWins, prometheus.CounterValue, float64(ks.wins.Load()), ks.label)
 		}
-		ks.eps.each(func(es *endpointSeries) {
+		ks.eps.Each(func(es *endpointSeries) {
 			for i := range es.attempts {
 				if n := es.attempts[i].Load(); n > 0 {
 					ch <- c.constMetric(d.epAttempts, prometheus.CounterValue, float64(n), ks.label, es.label, labels.Categories[i])

@@ -140,8 +140,11 @@ func (t *Table[S]) byLabelLocked(label string) S {
 }
 
 // Each calls fn for the series of every label value.
-func (t *Table[S]) Each(fn func(S)) {
-	t.labels.Range(func(_, s any) bool {
+func (t *Table[S]) Each(fn func(S)) { each(&t.labels, fn) }
+
+// each calls fn for every value of m, a map to S.
+func each[S any](m *sync.Map, fn func(S)) {
+	m.Range(func(_, s any) bool {
 		fn(s.(S))
 		return true
 	})
