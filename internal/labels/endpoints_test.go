@@ -3,6 +3,7 @@ package labels
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -57,5 +58,48 @@ func TestEndpointsConcurrent(t *testing.T) {
 	wg.Wait()
 	if made != MaxEndpoints+1 {
 		t.Errorf("%d series made, want %d and other", made, MaxEndpoints)
+	}
+}
+
+// TestEndpointsSameValue: endpoints that clean to one value (cut at MaxLen,
+// or differing only in invalid UTF-8) share its series and count once
+// under the cap, so that no two series carry the same value.
+func TestEndpointsSameValue(t *testing.T) {
+	var es Endpoints[*series]
+	long := "https://" + strings.Repeat("a", MaxLen)
+	a, b := es.Get(long+"/x", newSeries), es.Get(long+"/y", newSeries)
+	if a != b {
+		t.Errorf("%q and %q: two series of value %q, want one", long+"/x", long+"/y", a.label)
+	}
+	if es.Get("a\xff", newSeries) != es.Get("a\xfe", newSeries) {
+		t.Error(`"a\xff" and "a\xfe": two series, want one`)
+	}
+	for i := range MaxEndpoints - 2 {
+		es.Get(fmt.Sprint(i), newSeries)
+	}
+	if got := es.Get("last", newSeries).label; got != Other {
+		t.Errorf("endpoint %d: %q, want %q", MaxEndpoints+1, got, Other)
+	}
+	var values []string
+	es.Each(func(s *series) { values = append(values, s.label) })
+	slices.Sort(values)
+	if got := len(slices.Compact(values)); got != len(values) || got != MaxEndpoints+1 {
+		t.Errorf("%d series of %d values, want %d of distinct values", len(values), got, MaxEndpoints+1)
+	}
+}
+
+// TestEndpointsRawBound: raw endpoints that share values are remembered up
+// to maxRawEndpoints; the others still find their series.
+func TestEndpointsRawBound(t *testing.T) {
+	var es Endpoints[*series]
+	long := "https://" + strings.Repeat("a", MaxLen)
+	first := es.Get(long, newSeries)
+	for i := range 2 * maxRawEndpoints {
+		if es.Get(fmt.Sprint(long, i), newSeries) != first {
+			t.Fatalf("endpoint %d: another series", i)
+		}
+	}
+	if es.nRaw != maxRawEndpoints {
+		t.Errorf("%d raw endpoints remembered, want %d", es.nRaw, maxRawEndpoints)
 	}
 }
