@@ -184,10 +184,6 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 				c.budget.refund(now, c.retried)
 			}
 			if a.resp != nil {
-				c.servedHedge = a.hedge
-				if a.ep != nil {
-					c.servedBy = a.ep.name
-				}
 				return t.handOver(c, &a), nil // its body ends the call
 			}
 			a.release()

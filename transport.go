@@ -367,9 +367,6 @@ type call struct {
 	ep         *endpoint // the endpoint of the attempt being admitted
 	deposited  bool      // the call was counted in its retry budget
 	rounds     int       // rounds of the retry loop: 1 + the retries decided
-	// served says which attempt answered: a hedge, at which endpoint.
-	servedHedge bool
-	servedBy    string
 }
 
 // RequestPolicy overrides a [Transport]'s settings for one request; attach
@@ -539,8 +536,7 @@ func (t *Transport) end(c *call, o Outcome, err error) {
 		if now == 0 || o.Category == Canceled {
 			now = t.now()
 		}
-		t.emit(c, &Event{Kind: EventCallEnd, Attempts: c.made, Retries: max(c.rounds-1, 0), Category: o.Category, Status: o.Status, Duration: time.Duration(now - c.start), Err: err,
-			Hedge: c.servedHedge, Endpoint: c.servedBy})
+		t.emit(c, &Event{Kind: EventCallEnd, Attempts: c.made, Retries: max(c.rounds-1, 0), Category: o.Category, Status: o.Status, Duration: time.Duration(now - c.start), Err: err})
 	}
 }
 
