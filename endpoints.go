@@ -60,6 +60,11 @@ type endpoint struct {
 	url  *url.URL
 	name string // the base URL, for events and snapshots
 	key  string // what its state is kept under; set by the owner
+	// breaker is the endpoint's breaker (nil without breakers), set by the
+	// owner and kept in its registry for the owner's life: endpoints are
+	// configuration, not keys that come and go, and an attempt's outcome
+	// must reach the breaker later attempts ask.
+	breaker *Breaker
 
 	inflight atomic.Int32
 	consec   atomic.Int32

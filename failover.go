@@ -157,7 +157,10 @@ func parseEndpoint(s string) (*url.URL, error) {
 // endpoints, whatever its URL's scheme and host: use one Transport per
 // logical upstream. Per-endpoint state (breaker, retry budget, pause gate,
 // rate and concurrency limits) is kept under the [KeyFunc]'s key of a
-// request to the endpoint's base URL ([HostKey]: its host and port).
+// request to the endpoint's base URL ([HostKey]: its host and port). The
+// endpoints' breakers stay in the breaker registry for as long as it lives
+// (they are never evicted to make room for other keys), so what one
+// attempt shows always reaches the breaker the next one asks.
 func WithFailover(f Failover) Option {
 	return option(func(s *settings) {
 		r, err := f.resolve()
@@ -177,6 +180,7 @@ func (t *Transport) newEndpoints(f failover) *endpointSet {
 	for _, ep := range s.eps {
 		u := *ep.url
 		ep.key = t.cfg.key(&http.Request{Method: http.MethodGet, URL: &u, Host: u.Host, Header: http.Header{}})
+		ep.breaker, _ = t.breakers.acquire(ep.key) // pinned for good
 	}
 	if t.obs != nil {
 		s.report = func(key string, ep *endpoint, h Health, why Reason) {
@@ -220,7 +224,7 @@ func (t *Transport) allow(c *call, r *attemptResult) (Permit, error) {
 		if refused&(1<<ep.i) != 0 {
 			break // every endpoint refused already
 		}
-		b := t.breakers.Get(ep.key)
+		b := ep.breaker
 		p, err := b.Allow()
 		if err != nil {
 			if probe {

@@ -181,7 +181,7 @@ func (t *Transport) settle(c *call, rc *race, w *attemptResult, running []*attem
 		go t.dropLoser(rc, r)
 	}
 	if w.ep != nil {
-		c.key, c.ep, c.breaker, c.up = w.key, w.ep, t.breakers.Get(w.key), w.up
+		c.key, c.ep, c.breaker, c.up = w.key, w.ep, w.ep.breaker, w.up
 		if c.budget != nil {
 			c.budget = w.up.budget
 		}
