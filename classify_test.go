@@ -465,6 +465,8 @@ func TestWhen(t *testing.T) {
 		for name, f := range map[string]func(){
 			"nil_match":        func() { breakwater.When(nil, nil, breakwater.Throttled) },
 			"invalid_category": func() { breakwater.When(nil, is423, breakwater.Category(200)) },
+			// The first value past the last category is as invalid as any.
+			"first_invalid_category": func() { breakwater.When(nil, is423, breakwater.Category(len(breakwater.Categories()))) },
 		} {
 			func() {
 				defer func() {
@@ -903,5 +905,24 @@ func BenchmarkClassify(b *testing.B) {
 				})
 			})
 		})
+	}
+}
+
+// Every category has its own stable name, which metrics and logs use as a
+// label; any other value, from the first past the last category on, is
+// "unknown".
+func TestCategoryString(t *testing.T) {
+	seen := map[string]bool{}
+	for _, c := range breakwater.Categories() {
+		s := c.String()
+		if s == "" || s == "unknown" || seen[s] {
+			t.Errorf("Category(%d).String() = %q: want a name of its own", c, s)
+		}
+		seen[s] = true
+	}
+	for _, c := range []breakwater.Category{breakwater.Category(len(breakwater.Categories())), 200, 255} {
+		if got := c.String(); got != "unknown" {
+			t.Errorf("Category(%d).String() = %q, want \"unknown\"", c, got)
+		}
 	}
 }
