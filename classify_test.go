@@ -180,6 +180,20 @@ func TestClassifyHints(t *testing.T) {
 			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 429, RetryAfter: time.Hour, HasRetryAfter: true, RetryAfterTooLong: true},
 		},
 		{
+			// The largest value read, 100 years in seconds, is above the
+			// epoch threshold: a Unix time in 2069.
+			name: "429_ratelimit_reset_at_the_bound",
+			c:    breakwater.Classify,
+			resp: response(429, "Date", "Thu, 02 Jan 2025 03:04:05 GMT", "RateLimit-Reset", "3153600000"),
+			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 429, RetryAfter: time.Unix(3153600000, 0).Sub(now), HasRetryAfter: true, RetryAfterTooLong: true},
+		},
+		{
+			name: "429_ratelimit_reset_past_the_bound_falls_back",
+			c:    breakwater.Classify,
+			resp: response(429, "Date", "Thu, 02 Jan 2025 03:04:05 GMT", "RateLimit-Reset", "3153600001", "X-RateLimit-Reset", "9"),
+			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 429, RetryAfter: 9 * time.Second, HasRetryAfter: true},
+		},
+		{
 			name: "429_structured_ratelimit_field",
 			c:    breakwater.Classify,
 			resp: response(429, "RateLimit", `"default";r=0;t=2`, "RateLimit-Policy", `"default";q=10;w=60`),
@@ -237,6 +251,7 @@ func TestClassifyAllocs(t *testing.T) {
 		response(404),
 		response(503, "Retry-After", "30"),
 		response(429, "RateLimit-Reset", "30"),
+		response(429),
 	} {
 		allocs := testing.AllocsPerRun(100, func() { breakwater.Classify(resp, nil) })
 		if allocs != 0 {
