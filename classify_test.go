@@ -180,6 +180,20 @@ func TestClassifyHints(t *testing.T) {
 			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 429, RetryAfter: time.Hour, HasRetryAfter: true, RetryAfterTooLong: true},
 		},
 		{
+			// 1e9 itself is still delta-seconds; only a number above it is a
+			// Unix time (which would be 2001, a wait of zero).
+			name: "429_ratelimit_reset_at_the_epoch_threshold",
+			c:    breakwater.Classify,
+			resp: response(429, "Date", "Thu, 02 Jan 2025 03:04:05 GMT", "RateLimit-Reset", "1000000000"),
+			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 429, RetryAfter: 1e9 * time.Second, HasRetryAfter: true, RetryAfterTooLong: true},
+		},
+		{
+			name: "429_x_ratelimit_reset_above_the_epoch_threshold",
+			c:    breakwater.Classify,
+			resp: response(429, "Date", "Thu, 02 Jan 2025 03:04:05 GMT", "X-RateLimit-Reset", "1000000001"),
+			want: breakwater.Outcome{Category: breakwater.Throttled, Status: 429, RetryAfter: 0, HasRetryAfter: true},
+		},
+		{
 			// The largest value read, 100 years in seconds, is above the
 			// epoch threshold: a Unix time in 2069.
 			name: "429_ratelimit_reset_at_the_bound",
