@@ -33,6 +33,7 @@ func TestParseRetryAfter(t *testing.T) {
 		{name: "beyond_duration", values: []string{"9223372037"}},
 		{name: "100_years", values: []string{"3153600000"}, want: 3153600000 * time.Second, wantOK: true},
 		{name: "over_100_years", values: []string{"3153600001"}},
+		{name: "100_years_then_a_digit", values: []string{"31536000000"}},
 		{name: "first_line_wins", values: []string{"3", "600"}, want: 3 * time.Second, wantOK: true},
 		{name: "first_line_garbage", values: []string{"soon", "600"}},
 		{name: "imf_fixdate", values: []string{"Thu, 02 Jan 2025 03:04:15 GMT"}, want: 10 * time.Second, wantOK: true},
