@@ -60,6 +60,8 @@ func TestParseRetryAfter(t *testing.T) {
 		{name: "past_against_date_header", values: []string{"Thu, 02 Jan 2025 03:04:00 GMT"}, date: "Thu, 02 Jan 2025 04:00:00 GMT", want: 0, wantOK: true},
 		{name: "long_ago", values: []string{"Mon, 01 Jan 0001 00:00:00 GMT"}, want: 0, wantOK: true},
 		{name: "far_future", values: []string{"Fri, 31 Dec 9999 23:59:59 GMT"}},
+		{name: "date_100_years_ahead", values: []string{httpDate(epoch.Add(maxHint))}, date: httpDate(epoch), want: maxHint, wantOK: true},
+		{name: "date_over_100_years_ahead", values: []string{httpDate(epoch.Add(maxHint + time.Second))}, date: httpDate(epoch)},
 		{name: "date_with_zone", values: []string{"Thu, 02 Jan 2025 03:04:15 +0000"}},
 		{name: "date_garbage", values: []string{"Thu, 02 Jan 2025 25:04:15 GMT"}},
 	}
