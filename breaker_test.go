@@ -190,6 +190,28 @@ func TestFailureRate(t *testing.T) {
 	})
 }
 
+// A FailureRate opens on the share of failures, not on their number: a
+// failing share below the ratio keeps it closed however many calls there
+// were, and the failure that brings the share to the ratio opens it.
+func TestFailureRateBelowTheRatio(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bs := newBreakers(t, bw.WithPolicy(bw.FailureRate(0.5, 10, 10*time.Second)))
+		for range 6 {
+			call(bs, "k", ok)
+		}
+		for i := range 5 {
+			call(bs, "k", fail) // up to 11 calls, 5 failures: 45 %
+			if s := bs.Get("k").State(); s != bw.StateClosed {
+				t.Fatalf("%d failures of %d calls, ratio 0.5: %s, want closed", i+1, 7+i, s)
+			}
+		}
+		call(bs, "k", fail) // 12 calls, 6 failures
+		if s := bs.Get("k").State(); s != bw.StateOpen {
+			t.Fatalf("6 failures of 12 calls, ratio 0.5: %s, want open", s)
+		}
+	})
+}
+
 // The default policy is a Window with a ratio: it opens on the 11th failing
 // call within the window (the 5th timeout), once the failing calls are a
 // majority, beyond chance, of the calls since the first of them.
