@@ -7,6 +7,9 @@ import (
 	bw "github.com/breakwater-go/breakwater"
 )
 
+// maxCount is the documented bound of every count a policy takes.
+const maxCount = 1 << 30
+
 // Every bound of every policy's parameters, on both sides: the last value
 // rejected and the first accepted.
 func TestPolicyBounds(t *testing.T) {
@@ -33,6 +36,19 @@ func TestPolicyBounds(t *testing.T) {
 		{"category threshold -1", bw.Consecutive(3).WithCategoryThreshold(bw.Timeout, -1), false},
 		{"category threshold 0", bw.Consecutive(3).WithCategoryThreshold(bw.Timeout, 0), true},
 		{"category threshold on FailureRate", bw.FailureRate(0.5, 10, time.Minute).WithCategoryThreshold(bw.Timeout, 1), false},
+		// The upper bounds: every count is at most 1,073,741,824.
+		{"Window tolerate at the maximum", bw.Window(maxCount, time.Minute), true},
+		{"Window tolerate over the maximum", bw.Window(maxCount+1, time.Minute), false},
+		{"Window ratio -1e-9", bw.Window(1, 0).WithRatio(-1e-9), false},
+		{"Window ratio 0", bw.Window(1, 0).WithRatio(0), true},
+		{"Window ratio 1", bw.Window(1, 0).WithRatio(1), true},
+		{"Window ratio just above 1", bw.Window(1, 0).WithRatio(1 + 1e-9), false},
+		{"Consecutive at the maximum", bw.Consecutive(maxCount), true},
+		{"Consecutive over the maximum", bw.Consecutive(maxCount + 1), false},
+		{"FailureRate minCalls at the maximum", bw.FailureRate(0.5, maxCount, time.Minute), true},
+		{"FailureRate minCalls over the maximum", bw.FailureRate(0.5, maxCount+1, time.Minute), false},
+		{"category threshold at the maximum", bw.Consecutive(3).WithCategoryThreshold(bw.Timeout, maxCount), true},
+		{"category threshold over the maximum", bw.Consecutive(3).WithCategoryThreshold(bw.Timeout, maxCount+1), false},
 	} {
 		_, err := bw.NewBreakers(bw.WithPolicy(c.p))
 		if (err == nil) != c.ok {
