@@ -283,3 +283,38 @@ func FuzzKeyedMap(f *testing.F) {
 		})
 	})
 }
+
+// Once the values that could not be evicted can be again, a full map makes
+// room for new keys again: it grows only for a short while after a scan
+// found nothing to evict, and every new key keeps its value.
+func TestKeyedMapMakesRoomAgainAfterPressure(t *testing.T) {
+	km := newItemMap(16, time.Hour)
+	var hard []*item
+	for i := range 16 {
+		it := km.Get("hard" + strconv.Itoa(i))
+		it.weight.Store(uint32(Hard))
+		hard = append(hard, it)
+	}
+	km.Get("over") // nothing to evict: the map grows
+	if n := km.Len(); n != 17 {
+		t.Fatalf("%d entries, want the map grown to 17", n)
+	}
+	for _, it := range hard {
+		it.weight.Store(uint32(None))
+	}
+	for i := range 200 {
+		k := "new" + strconv.Itoa(i)
+		if e := km.Acquire(k); e.transient {
+			t.Fatalf("new key %d got a transient value while entries could be evicted", i)
+		} else {
+			e.Release()
+		}
+		if _, ok := km.Lookup(k); !ok {
+			t.Fatalf("new key %d is not kept", i)
+		}
+		if n := km.Len(); n > 16+16/8+1 {
+			t.Fatalf("%d entries after new key %d: the map kept growing past 16 while it could evict", n, i)
+		}
+	}
+	km.check(t)
+}
