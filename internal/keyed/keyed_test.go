@@ -318,3 +318,38 @@ func TestKeyedMapMakesRoomAgainAfterPressure(t *testing.T) {
 	}
 	km.check(t)
 }
+
+// A pinned entry is never evicted, even once the hand and the idle sweep
+// have both found it unused since they last passed: a pin is not a use.
+func TestKeyedMapPinOutlivesHandAndSweep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		km := newItemMap(2, time.Minute)
+		e := km.Acquire("pinned")
+		defer e.Release()
+		time.Sleep(time.Minute + time.Second)
+		km.Get("a") // sweeps: the pinned entry has not been used since
+		for i := range 4 {
+			km.Get("b" + strconv.Itoa(i)) // at the cap: the hand goes round
+		}
+		if got, ok := km.Lookup("pinned"); !ok || got != e.Value || e.word.Load()&entryDead != 0 {
+			t.Fatal("the pinned entry was evicted under its holder")
+		}
+		km.check(t)
+	})
+}
+
+// With nothing but state worth keeping around, the entry unused for the
+// longest goes first, as in least-recently-used order.
+func TestKeyedMapEvictsTheOldestSoftEntry(t *testing.T) {
+	km := newItemMap(3, time.Hour)
+	for _, k := range []string{"a", "b", "c"} {
+		km.Get(k).weight.Store(uint32(Soft))
+	}
+	km.Get("d")
+	for k, want := range map[string]bool{"a": false, "b": true, "c": true, "d": true} {
+		if _, ok := km.Lookup(k); ok != want {
+			t.Errorf("%s kept: %v, want %v", k, ok, want)
+		}
+	}
+	km.check(t)
+}
