@@ -353,3 +353,33 @@ func TestKeyedMapEvictsTheOldestSoftEntry(t *testing.T) {
 	}
 	km.check(t)
 }
+
+// Past the first Soft entry, the hand looks at softScan more candidates
+// for a None one, and settles for the Soft one after that: an insertion at
+// the cap costs a bounded scan, not a turn of the whole map.
+func TestKeyedMapSoftScan(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		softAfter int  // Soft entries between the first Soft one and a None one
+		wantFirst bool // the first Soft entry is kept
+	}{
+		{"a None entry softScan candidates on", softScan, true},
+		{"a None entry one candidate further", softScan + 1, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			km := newItemMap(c.softAfter+2, time.Hour)
+			km.Get("first").weight.Store(uint32(Soft))
+			for i := range c.softAfter {
+				km.Get("soft" + strconv.Itoa(i)).weight.Store(uint32(Soft))
+			}
+			km.Get("none")
+			km.Get("new")
+			_, first := km.Lookup("first")
+			_, none := km.Lookup("none")
+			if first != c.wantFirst || none == c.wantFirst {
+				t.Errorf("kept: the first Soft entry %v, the None one %v; want %v, %v", first, none, c.wantFirst, !c.wantFirst)
+			}
+			km.check(t)
+		})
+	}
+}
