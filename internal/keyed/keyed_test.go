@@ -383,3 +383,32 @@ func TestKeyedMapSoftScan(t *testing.T) {
 		})
 	}
 }
+
+// When the Soft entry the hand settled on is used before it is evicted, the
+// hand looks on for another victim, and still never takes a Hard one.
+func TestKeyedMapSoftVictimUsedMeanwhile(t *testing.T) {
+	var km *Map[*item]
+	last := "s" + strconv.Itoa(softScan-1)
+	km = New(softScan+2, time.Hour, func(k string) *item { return &item{key: k} },
+		func(it *item, _ time.Time) Keep {
+			if it.key == last {
+				km.Get("first") // a caller uses it while the hand looks on
+			}
+			return Keep(it.weight.Load())
+		})
+	km.Get("first").weight.Store(uint32(Soft))
+	km.Get("hard").weight.Store(uint32(Hard))
+	for i := range softScan {
+		km.Get("s" + strconv.Itoa(i)).weight.Store(uint32(Soft))
+	}
+	km.Get("new")
+	for _, k := range []string{"first", "hard", "new"} {
+		if _, ok := km.Lookup(k); !ok {
+			t.Errorf("%s was evicted", k)
+		}
+	}
+	if n := km.Len(); n != softScan+2 {
+		t.Errorf("%d entries, want %d", n, softScan+2)
+	}
+	km.check(t)
+}
