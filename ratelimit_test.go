@@ -586,3 +586,39 @@ func mustRateLimiters(t *testing.T) *bw.RateLimiters {
 	}
 	return rs
 }
+
+// A wait must end before the caller's deadline: a token due exactly at the
+// deadline is refused at once, one due a nanosecond before it is waited
+// for, whether the longest wait is longer than the time left or equal to it.
+func TestRateLimiterWaitEndsBeforeTheDeadline(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts []bw.Option
+	}{
+		{"default longest wait", nil},
+		{"longest wait equal to the time left", []bw.Option{bw.WithMaxWait(time.Second)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				l := newRateLimiter(t, 1, 1, c.opts...)
+				l.Allow()
+				start := time.Now()
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				if err := l.Wait(ctx); !errors.Is(err, bw.ErrRateLimited) || time.Since(start) != 0 {
+					t.Fatalf("a token due at the deadline: Wait = %v after %s, want a refusal at once", err, time.Since(start))
+				}
+			})
+			synctest.Test(t, func(t *testing.T) {
+				l := newRateLimiter(t, 1, 1, c.opts...)
+				l.Allow()
+				start := time.Now()
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second+time.Nanosecond)
+				defer cancel()
+				if err := l.Wait(ctx); err != nil || time.Since(start) != time.Second {
+					t.Fatalf("a token due 1ns before the deadline: Wait = %v after %s, want nil after 1s", err, time.Since(start))
+				}
+			})
+		})
+	}
+}
