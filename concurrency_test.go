@@ -61,6 +61,7 @@ func TestBulkheadOptionValidation(t *testing.T) {
 		{"AIMD max below limit", 4, []bw.Option{bw.WithAdaptiveLimit(bw.AIMD{Max: 2})}},
 		{"AIMD min above limit", 4, []bw.Option{bw.WithAdaptiveLimit(bw.AIMD{Min: 5})}},
 		{"AIMD backoff 1", 4, []bw.Option{bw.WithAdaptiveLimit(bw.AIMD{Backoff: 1})}},
+		{"AIMD backoff 1 on a limit of 1", 1, []bw.Option{bw.WithAdaptiveLimit(bw.AIMD{Backoff: 1})}},
 		{"AIMD negative increase", 4, []bw.Option{bw.WithAdaptiveLimit(bw.AIMD{Increase: -1})}},
 		{"AIMD negative timeout", 4, []bw.Option{bw.WithAdaptiveLimit(bw.AIMD{Timeout: -1})}},
 		{"gradient smoothing 2", 4, []bw.Option{bw.WithAdaptiveLimit(bw.Gradient{Smoothing: 2})}},
