@@ -31,7 +31,8 @@ core=(
   adaptive.go admission.go attempt.go backoff.go body.go breaker.go
   breakeroptions.go breakers.go classify.go clientratelimit.go concurrency.go
   gcra.go handlertimeout.go middleware.go pausegate.go policy.go ratelimit.go
-  retry.go retryafter.go routebreaker.go shedder.go timeout.go transport.go
+  requestpolicy.go retry.go retryafter.go routebreaker.go shedder.go timeout.go
+  transport.go
   internal/keyed/keyed.go internal/window/window.go
 )
 
