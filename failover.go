@@ -193,13 +193,11 @@ func (t *Transport) newEndpoints(f failover) *endpointSet {
 // endpointState reports what the transport knows of an endpoint from its
 // breaker and pause gate.
 func (t *Transport) endpointState(e *endpoint) extState {
-	if b, ok := t.breakers.Lookup(e.key); ok {
-		switch b.State() {
-		case StateOpen:
-			return extOpen
-		case StateHalfOpen:
-			return extHalfOpen
-		}
+	switch e.breaker.State() { // the registry's own: pinned for good
+	case StateOpen:
+		return extOpen
+	case StateHalfOpen:
+		return extHalfOpen
 	}
 	if g := t.limits.gates; g != nil && g.latest.Load() != 0 && g.remainingFor(e.key) > 0 {
 		return extDegraded
