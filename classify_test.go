@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/breakwater-go/breakwater"
@@ -286,18 +287,20 @@ func (errTimeoutish) Temporary() bool { return true }
 // half-open one whose only probe slot is taken.
 func breakerRejections(t *testing.T) (open, busy error) {
 	t.Helper()
-	bs, err := breakwater.NewBreakers(breakwater.WithOpenTimeout(time.Nanosecond, time.Nanosecond), breakwater.WithOpenJitter(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bs.Get("open").Trip(time.Hour)
-	_, open = bs.Get("open").Allow()
-	bs.Get("busy").Trip(time.Nanosecond)
-	time.Sleep(time.Millisecond)
-	if _, err := bs.Get("busy").Allow(); err != nil {
-		t.Fatal(err)
-	}
-	_, busy = bs.Get("busy").Allow()
+	synctest.Test(t, func(t *testing.T) {
+		bs, err := breakwater.NewBreakers(breakwater.WithOpenTimeout(time.Nanosecond, time.Nanosecond), breakwater.WithOpenJitter(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs.Get("open").Trip(time.Hour)
+		_, open = bs.Get("open").Allow()
+		bs.Get("busy").Trip(time.Nanosecond)
+		time.Sleep(time.Millisecond) // virtual: the open time is over
+		if _, err := bs.Get("busy").Allow(); err != nil {
+			t.Fatal(err)
+		}
+		_, busy = bs.Get("busy").Allow()
+	})
 	if !errors.Is(open, breakwater.ErrCircuitOpen) || !errors.Is(busy, breakwater.ErrHalfOpenBusy) {
 		t.Fatalf("breaker errors %v and %v", open, busy)
 	}
