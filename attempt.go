@@ -75,9 +75,10 @@ func (r *attemptResult) stop() {
 }
 
 // abort returns what ends the attempt's own context, for discard; nil
-// without one.
+// without one, or when its deadline is shared (its cancel closes no
+// channel a read waits on: see deadlineCtx), and discard closes the body.
 func (r *attemptResult) abort() func() {
-	if r.hold == nil {
+	if r.hold == nil || r.hold.ctx.share != nil {
 		return nil
 	}
 	return r.hold.ctx.cancel
@@ -218,6 +219,9 @@ func (t *Transport) admit(c *call, r *attemptResult, hedge, racing bool) bool {
 	if own != 0 || racing {
 		r.hold = newHold(t.obs != nil)
 		r.hold.ctx.init(r.ctx, &t.start, own, cause)
+		if at := shared(r.start, own); at != 0 && !racing && r.ctx.Done() == nil {
+			r.hold.ctx.dl, r.hold.ctx.share = at, t.share
+		}
 		r.ctx = &r.hold.ctx
 	}
 	areq := c.req

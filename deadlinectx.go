@@ -19,6 +19,14 @@ import (
 // context.WithDeadlineCause, and every method answers from it from then
 // on, so the context package's parent-child links, causes and AfterFunc
 // work unchanged. Its methods are safe for concurrent use.
+//
+// With share set, the real context is the shared one of its deadline and
+// cause (see deadlineShare), and c keeps its own Err: cancel ends c at
+// once (Err is Canceled, Done a closed channel from then on, and contexts
+// made from c after it end at once), while a Done channel asked for
+// before the cancel closes at the deadline, as the context package
+// allows ("the close of the Done channel may happen asynchronously").
+// Values come from the parent, never from the shared context.
 type deadlineCtx struct {
 	parent context.Context
 	origin *time.Time // what dl counts from; carries a monotonic reading
@@ -28,15 +36,26 @@ type deadlineCtx struct {
 	mu      sync.Mutex
 	ctx     context.Context
 	stop    context.CancelFunc
-	state   atomic.Uint32 // ctxMade | ctxCanceled
-	attempt bool          // the cause is ErrAttemptTimeout, else ErrCallTimeout
+	state   atomic.Uint32   // ctxMade | ctxCanceled
+	attempt bool            // the cause is ErrAttemptTimeout, else ErrCallTimeout
+	share   *deadlineShare  // the real context is shared; dl is a shared deadline
+	shared  *sharedDeadline // the one in use, once made
 }
 
 // Bits of deadlineCtx.state.
 const (
 	ctxMade     = 1 << iota // the real context is made
 	ctxCanceled             // cancel was called
+	ctxExpired              // shared: the deadline had passed when cancel was called
 )
+
+// closedChan is the Done channel of a shared-deadline context that cancel
+// ended before its deadline.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // stageEpoch is the origin of the timeout stages' deadlines.
 var stageEpoch = time.Now()
@@ -69,15 +88,63 @@ func (c *deadlineCtx) Deadline() (time.Time, bool) {
 	return d, true
 }
 
-func (c *deadlineCtx) Done() <-chan struct{} { return c.make().Done() }
+func (c *deadlineCtx) Done() <-chan struct{} {
+	if c.share != nil && c.state.Load()&(ctxCanceled|ctxExpired) == ctxCanceled {
+		return closedChan
+	}
+	return c.make().Done()
+}
 
-func (c *deadlineCtx) Value(key any) any { return c.make().Value(key) }
+// Value returns the parent's value for key; with a shared deadline, a key
+// the parent does not know is asked of the shared context (the context
+// package finds the cancellation it links children to that way) until
+// cancel ends c before its deadline.
+func (c *deadlineCtx) Value(key any) any {
+	if c.share == nil {
+		return c.make().Value(key)
+	}
+	if v := c.parent.Value(key); v != nil {
+		return v
+	}
+	if c.state.Load()&(ctxCanceled|ctxExpired) == ctxCanceled {
+		return nil
+	}
+	return c.make().Value(key)
+}
+
+// timeoutCause returns c's cause when its deadline ended it, else nil.
+func (c *deadlineCtx) timeoutCause() error {
+	if c.share == nil {
+		if c.Err() == nil {
+			return nil
+		}
+		if cause := context.Cause(c.make()); cause == ErrAttemptTimeout || cause == ErrCallTimeout {
+			return cause
+		}
+		return nil
+	}
+	if c.Err() == context.DeadlineExceeded {
+		return c.cause()
+	}
+	return nil
+}
 
 // Err reports, without making the real context while nothing ended it,
 // what context.WithDeadlineCause's would: the parent's end, the deadline,
 // or the cancellation.
 func (c *deadlineCtx) Err() error {
 	s := c.state.Load()
+	if c.share != nil {
+		switch {
+		case s&ctxExpired != 0:
+			return context.DeadlineExceeded
+		case s&ctxCanceled != 0:
+			return context.Canceled
+		case int64(time.Since(*c.origin)) >= c.dl:
+			return context.DeadlineExceeded
+		}
+		return nil // the parent is never cancelled
+	}
 	if s&ctxMade != 0 {
 		return c.ctx.Err()
 	}
@@ -97,6 +164,14 @@ func (c *deadlineCtx) make() context.Context {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state.Load()&ctxMade == 0 {
+		if c.share != nil {
+			c.shared = c.share.use(c.origin, c.dl, c.attempt)
+			c.ctx = c.shared.ctx
+			if c.state.Or(ctxMade)&ctxCanceled != 0 {
+				c.share.done(c.shared) // cancelled before it was made
+			}
+			return c.ctx
+		}
 		if c.dl == 0 {
 			c.ctx, c.stop = context.WithCancel(c.parent)
 		} else {
@@ -113,6 +188,15 @@ func (c *deadlineCtx) make() context.Context {
 // a cancel and the making of the real context, whichever sets its bit in
 // state second sees the other's and stops the real context.
 func (c *deadlineCtx) cancel() {
+	if c.share != nil {
+		if c.state.Load()&ctxCanceled == 0 && int64(time.Since(*c.origin)) >= c.dl {
+			c.state.Or(ctxExpired)
+		}
+		if c.state.Or(ctxCanceled)&(ctxMade|ctxCanceled) == ctxMade {
+			c.share.done(c.shared)
+		}
+		return
+	}
 	if c.state.Or(ctxCanceled)&ctxMade != 0 {
 		c.stop()
 	}

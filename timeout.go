@@ -11,6 +11,9 @@ import (
 // timeoutCause returns ErrAttemptTimeout or ErrCallTimeout when ctx ended
 // because of one of them, else nil.
 func timeoutCause(ctx context.Context) error {
+	if c, ok := ctx.(*deadlineCtx); ok {
+		return c.timeoutCause()
+	}
 	if ctx.Err() == nil {
 		return nil
 	}

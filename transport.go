@@ -65,9 +65,10 @@ type Transport struct {
 	keys     *keyed.Map[*upstream] // retry budgets and answer times
 	limits   limits                // pause gate, rate limit, bulkhead (admission.go)
 	start    time.Time
-	stage    bool         // a RetryStage: an inner BreakerStage defers failures to it
-	obs      Observer     // nil when nothing observes
-	eps      *endpointSet // nil without failover (failover.go)
+	share    *deadlineShare // attempts' shared deadline contexts (deadlineshare.go)
+	stage    bool           // a RetryStage: an inner BreakerStage defers failures to it
+	obs      Observer       // nil when nothing observes
+	eps      *endpointSet   // nil without failover (failover.go)
 	// maxRetryAfter is the default classifier's, when no classifier was
 	// given (0 otherwise): it is then called directly, without the
 	// recover a user's classifier needs.
@@ -152,6 +153,7 @@ func newTransport(cfg config, errs []error) (*Transport, error) {
 		t.maxRetryAfter = orDefault(cfg.maxRetryAfter, defaultMaxRetryAfter)
 		t.cfg.classifier = func(resp *http.Response, err error) Outcome { return classify(resp, err, t.maxRetryAfter) }
 	}
+	t.share = new(deadlineShare)
 	if cfg.key == nil {
 		t.cfg.key, t.hostKeyed = HostKey, true
 		t.httpKey = new(atomic.Pointer[hostKey])

@@ -116,6 +116,15 @@ func WithCallTimeout(d time.Duration) Option {
 // switches the attempt timeout off. It must not exceed the call timeout.
 // It configures [NewTransport]; see [AttemptTimeout] for a stage of your
 // own. Default: 10 s, or the call timeout when that is shorter.
+//
+// An attempt's deadline is the earlier of its own and the call's, and its
+// context ends there with [ErrAttemptTimeout] or [ErrCallTimeout]. When
+// the caller's context can never be cancelled (context.Background, as
+// http.Client.Get's is) and at least 100 ms remain, that deadline is
+// rounded down to the millisecond and its context is shared with the
+// attempts ending in the same millisecond, so that net/http pays for one
+// deadline context per millisecond rather than one per attempt: the
+// attempt may end up to 1 ms early, never late.
 func WithAttemptTimeout(d time.Duration) Option {
 	return transportOption("WithAttemptTimeout", false, func(c *config) { c.attemptTimeout, c.attemptSet = d, true })
 }
