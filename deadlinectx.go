@@ -189,7 +189,9 @@ func (c *deadlineCtx) make() context.Context {
 // state second sees the other's and stops the real context.
 func (c *deadlineCtx) cancel() {
 	if c.share != nil {
-		if c.state.Load()&ctxCanceled == 0 && int64(time.Since(*c.origin)) >= c.dl {
+		// Whether the deadline came first matters once something could
+		// have seen it come: once the real context is made.
+		if c.state.Load()&(ctxMade|ctxCanceled) == ctxMade && int64(time.Since(*c.origin)) >= c.dl {
 			c.state.Or(ctxExpired)
 		}
 		if c.state.Or(ctxCanceled)&(ctxMade|ctxCanceled) == ctxMade {
