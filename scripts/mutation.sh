@@ -30,9 +30,9 @@ gremlins_version=v0.6.0
 core=(
   adaptive.go admission.go attempt.go backoff.go body.go breaker.go
   breakeroptions.go breakers.go classify.go clientratelimit.go concurrency.go
-  gcra.go handlertimeout.go middleware.go pausegate.go policy.go ratelimit.go
-  requestpolicy.go retry.go retryafter.go routebreaker.go shedder.go timeout.go
-  transport.go
+  deadlinectx.go deadlineshare.go gcra.go handlertimeout.go middleware.go
+  pausegate.go policy.go ratelimit.go requestpolicy.go retry.go retryafter.go
+  routebreaker.go shedder.go timeout.go transport.go
   internal/keyed/keyed.go internal/window/window.go
 )
 
