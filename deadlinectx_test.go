@@ -160,3 +160,21 @@ func TestDeadlineCtxCancelRacesMake(t *testing.T) {
 		}
 	}
 }
+
+// TestDeadlineCtxErrWithoutDone: a deadlineCtx nobody asked for its Done
+// channel or its values, as over an in-memory base transport, still
+// reports its deadline from the first Err after it.
+func TestDeadlineCtxErrWithoutDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, _, cancel := newDeadlineCtx(context.Background(), time.Second)
+		defer cancel()
+		defer c.cancel()
+		time.Sleep(time.Second)
+		if err := c.Err(); err != context.DeadlineExceeded {
+			t.Fatalf("Err at the deadline: %v", err)
+		}
+		if c.timeoutCause() != ErrAttemptTimeout {
+			t.Errorf("timeoutCause %v", c.timeoutCause())
+		}
+	})
+}
