@@ -170,3 +170,21 @@ func TestSharedDeadlineRetires(t *testing.T) {
 		busy.cancel()
 	})
 }
+
+// TestSharedDeadlineCancelAtTheDeadline: a cancel at the very instant of
+// the deadline comes after it: the deadline stays the reason.
+func TestSharedDeadlineCancelAtTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		origin := time.Now()
+		c := newSharedCtx(new(deadlineShare), &origin, context.Background(), time.Second)
+		_ = c.Done()
+		time.Sleep(time.Second)
+		if c.Err() != context.DeadlineExceeded {
+			t.Fatalf("Err at the deadline: %v", c.Err())
+		}
+		c.cancel()
+		if c.Err() != context.DeadlineExceeded || c.timeoutCause() != ErrAttemptTimeout {
+			t.Errorf("after a cancel at the deadline: %v, timeout cause %v", c.Err(), c.timeoutCause())
+		}
+	})
+}
