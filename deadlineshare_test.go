@@ -102,6 +102,9 @@ func TestSharedDeadlineOnlyWhenSafe(t *testing.T) {
 	if at := shared(5, int64(100*time.Millisecond)+5); at != int64(100*time.Millisecond) {
 		t.Errorf("shared at %v, want 100ms", time.Duration(at))
 	}
+	if at := shared(int64(time.Hour), int64(time.Hour+50*time.Millisecond)); at != 0 {
+		t.Errorf("a deadline 50ms away, an hour after the start, is shared (at %v)", time.Duration(at))
+	}
 	synctest.Test(t, func(t *testing.T) {
 		var calls []*http.Request
 		base := RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
@@ -185,6 +188,28 @@ func TestSharedDeadlineCancelAtTheDeadline(t *testing.T) {
 		c.cancel()
 		if c.Err() != context.DeadlineExceeded || c.timeoutCause() != ErrAttemptTimeout {
 			t.Errorf("after a cancel at the deadline: %v, timeout cause %v", c.Err(), c.timeoutCause())
+		}
+	})
+}
+
+// TestSharedDeadlineNeighbours: deadlines in neighbouring milliseconds,
+// as concurrent attempts have, each keep their shared context: a third
+// attempt finds the first's.
+func TestSharedDeadlineNeighbours(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		origin := time.Now()
+		s := new(deadlineShare)
+		first := newSharedCtx(s, &origin, context.Background(), time.Second)
+		next := newSharedCtx(s, &origin, context.Background(), time.Second+time.Millisecond)
+		again := newSharedCtx(s, &origin, context.Background(), time.Second)
+		if first.Done() == next.Done() {
+			t.Errorf("deadlines a millisecond apart share a context")
+		}
+		if again.Done() != first.Done() {
+			t.Errorf("a neighbouring deadline took the first one's place")
+		}
+		for _, c := range []*deadlineCtx{first, next, again} {
+			c.cancel()
 		}
 	})
 }
