@@ -213,3 +213,44 @@ func TestSharedDeadlineNeighbours(t *testing.T) {
 		}
 	})
 }
+
+// TestSharedDeadlineServesSerialCalls: attempts made one after another in
+// one millisecond, each ended before the next, share one context, and one
+// still in use when its slot moves on is ended once its last user is done.
+func TestSharedDeadlineServesSerialCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		origin := time.Now()
+		s := new(deadlineShare)
+		first := newSharedCtx(s, &origin, context.Background(), time.Second)
+		_ = first.Done()
+		first.cancel()
+		second := newSharedCtx(s, &origin, context.Background(), time.Second)
+		done := second.Done()
+		if second.shared != first.shared {
+			t.Errorf("a serial attempt in the same millisecond made a context of its own")
+		}
+		for range 3 * len(s.slots) { // its slot moves on while second uses it
+			time.Sleep(time.Millisecond)
+			c := newSharedCtx(s, &origin, context.Background(), time.Second)
+			_ = c.Done()
+			c.cancel()
+		}
+		select {
+		case <-done:
+			t.Fatal("a context in use was ended")
+		default:
+		}
+		second.cancel()
+		for range 2 { // two makings: a retired context ends at the second
+			time.Sleep(time.Millisecond)
+			c := newSharedCtx(s, &origin, context.Background(), time.Second)
+			_ = c.Done()
+			c.cancel()
+		}
+		select {
+		case <-done:
+		default:
+			t.Errorf("a replaced context lives on after its last user")
+		}
+	})
+}
