@@ -254,3 +254,26 @@ func TestSharedDeadlineServesSerialCalls(t *testing.T) {
 		}
 	})
 }
+
+// TestSharedDeadlineRetiredIsNeverUsed: an attempt that read a slot just
+// before it moved on cannot take the context retired from it, which will
+// be ended: it makes its own.
+func TestSharedDeadlineRetiredIsNeverUsed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		origin := time.Now()
+		s := new(deadlineShare)
+		at := int64(time.Second)
+		d := s.use(&origin, at, true)
+		s.done(d)
+		later := s.use(&origin, at+int64(len(s.slots)/2)*shareGrain, true) // the same slot
+		defer s.done(later)
+		if d.acquire() {
+			t.Fatal("a retired context was handed out again")
+		}
+		if got := s.use(&origin, at, true); got == d {
+			t.Errorf("use returned the retired context")
+		} else {
+			s.done(got)
+		}
+	})
+}
