@@ -260,7 +260,12 @@ func (crl *clientRateLimit) wrap(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		s := crl.in.begin(w, false)
+		// Without an observer begin would neither wrap w nor report: the
+		// zero served says the same without its cost on every request.
+		var s served
+		if crl.in.obs != nil {
+			s = crl.in.begin(w, false)
+		}
 		key := crl.storeKey(crl.key(r))
 		if retry := crl.admit(r, w.Header(), key); retry > 0 {
 			crl.in.reject(s.writer(w), r, Rejection{
