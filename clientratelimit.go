@@ -82,6 +82,15 @@ const rateTableMax = 2048
 // fit a precomputed table (burst+1 times window+1 up to 2048), no
 // allocation.
 func ClientRateLimit(rl *RateLimiters, key KeyFunc, opts ...Option) (func(http.Handler) http.Handler, error) {
+	crl, err := newClientRateLimit(rl, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	return crl.wrap, nil
+}
+
+// newClientRateLimit is ClientRateLimit's state.
+func newClientRateLimit(rl *RateLimiters, key KeyFunc, opts []Option) (*clientRateLimit, error) {
 	c := inboundConfig{policy: defaultRateLimitPolicy}
 	s := inboundSettings("ClientRateLimit", &c)
 	s.applyOptions(opts)
@@ -112,14 +121,9 @@ func ClientRateLimit(rl *RateLimiters, key KeyFunc, opts ...Option) (func(http.H
 	crl.policyHdr = []string{`"` + c.policy + `";q=` + strconv.Itoa(burst) + ";w=" + strconv.FormatInt(crl.window, 10)}
 	crl.limitHdr = []string{strconv.Itoa(burst)}
 	if n := (int64(burst) + 1) * (crl.window + 1); n <= rateTableMax {
-		crl.table = make([][]string, n)
-		for r := range int64(burst) + 1 {
-			for t := range crl.window + 1 {
-				crl.table[r*(crl.window+1)+t] = []string{crl.rateValue(r, t)}
-			}
-		}
+		crl.table = crl.rateTable(n)
 	}
-	return crl.wrap, nil
+	return crl, nil
 }
 
 // clientRateLimit is a ClientRateLimit's state.
@@ -135,7 +139,7 @@ type clientRateLimit struct {
 	interval   int64    // ns between two tokens of a bucket
 	policyHdr  []string // the RateLimit-Policy value, shared, never modified
 	limitHdr   []string // X-RateLimit-Limit
-	table      [][]string
+	table      []string // RateLimit values (rateTable); nil if too many
 }
 
 func validPolicyName(s string) bool {
@@ -162,6 +166,29 @@ func (crl *clientRateLimit) rateValue(remaining, reset int64) string {
 	return string(out)
 }
 
+// rateTable returns the n RateLimit values of r = 0..burst tokens and
+// t = 0..window seconds, value r*(window+1)+t at that index: the strings
+// cut from one string and held in one array, so that the table is two
+// objects for the garbage collector to mark, not two per value.
+func (crl *clientRateLimit) rateTable(n int64) []string {
+	var all []byte
+	ends := make([]int, 0, n)
+	for r := range n / (crl.window + 1) {
+		for t := range crl.window + 1 {
+			all = append(all, crl.rateValue(r, t)...)
+			ends = append(ends, len(all))
+		}
+	}
+	text := string(all)
+	table := make([]string, n)
+	start := 0
+	for i, end := range ends {
+		table[i] = text[start:end]
+		start = end
+	}
+	return table
+}
+
 // storeKey bounds a key's length.
 func (crl *clientRateLimit) storeKey(k string) string {
 	if len(k) <= maxKeyLen {
@@ -172,12 +199,13 @@ func (crl *clientRateLimit) storeKey(k string) string {
 
 // setHeaders writes the RateLimit fields: r tokens remaining, the next in
 // t seconds, the bucket full again after reset. The one-element value
-// slices of the precomputed table are shared by every response: net/http
-// only reads header values, and Set, Add and Del replace or copy them.
+// slices of the precomputed table are windows on one array shared by every
+// response: net/http only reads header values, Set and Del replace them,
+// and Add appends to a slice of capacity 1, which copies it.
 func (crl *clientRateLimit) setHeaders(h http.Header, r, t int64, reset time.Duration) {
 	h["Ratelimit-Policy"] = crl.policyHdr
-	if i := r*(crl.window+1) + t; crl.table != nil && i < int64(len(crl.table)) {
-		h["Ratelimit"] = crl.table[i]
+	if i := r*(crl.window+1) + t; i < int64(len(crl.table)) {
+		h["Ratelimit"] = crl.table[i : i+1 : i+1]
 	} else {
 		h["Ratelimit"] = []string{crl.rateValue(r, t)}
 	}
