@@ -4,6 +4,8 @@
 package keyed
 
 import (
+	"math/bits"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,9 +14,12 @@ import (
 // Map is a bounded per-key registry. It is a leaf: it knows nothing of what
 // it holds but what weigh tells it. It is safe for concurrent use.
 //
-// Lookups of existing keys are lock-free and allocation-free: a sync.Map
-// load and, at most once between two passes of the eviction hand, a
-// compare-and-swap. Inserting a key takes a mutex and is amortised O(1).
+// Lookups of existing keys are lock-free and allocation-free: a probe of a
+// two-way cache of entries (a hash and up to two atomic loads), else a
+// sync.Map load, and, at most once between two passes of the eviction
+// hand, a compare-and-swap. Inserting a key takes a mutex and is amortised
+// O(1). The cache grows to 4 to 8 pointers per entry the map has held at
+// most, up to 512 KiB, and never shrinks.
 //
 // Bounds. The map holds at most max values. A new key at the cap makes room
 // at once: a clock hand (the CLOCK approximation of least-recently-used)
@@ -42,6 +47,16 @@ type Map[V any] struct {
 	make    func(key string) V
 	weigh   func(v V, now time.Time) Keep
 
+	// hot caches entries by a hash of their keys, in front of m: a slot
+	// holds nil or an entry that was live when stored (see remember). A
+	// hit is used only when its key matches and it is still live; since
+	// an evicted entry never lives again and a key has at most one live
+	// entry, a live entry for the key is the one m holds. Evictions clear
+	// their slots, so the cache keeps nothing reachable that the map
+	// dropped.
+	hot  atomic.Pointer[hotTable[V]]
+	seed uint64
+
 	mu        sync.Mutex // guards everything below, and insertions
 	ring      []*Entry[V]
 	free      []int32 // empty slots of ring
@@ -62,6 +77,126 @@ const (
 	// Hard: state that must not be lost; never evicted.
 	Hard
 )
+
+// hotTable is a Map's cache of entries: a power-of-two number of slots in
+// pairs; a key may sit in either slot of its pair.
+type hotTable[V any] struct {
+	slots []atomic.Pointer[Entry[V]]
+	mask  uint64 // selects the first slot of a pair
+}
+
+// Bounds of the hot cache's size, in slots: it starts at hotMin and
+// doubles (under the map's mutex) while the map holds more than a quarter
+// as many entries, up to hotMax (512 KiB of pointers).
+const (
+	hotMin = 64
+	hotMax = 1 << 16
+)
+
+// hotPair is the first of key's two slots in t.
+func (km *Map[V]) hotPair(t *hotTable[V], key string) int {
+	return int(hashString(km.seed, key) & t.mask)
+}
+
+// cached returns key's entry from the hot cache, or nil; the caller checks
+// that it is live.
+func (km *Map[V]) cached(key string) (*hotTable[V], *Entry[V]) {
+	t := km.hot.Load()
+	if t == nil {
+		return nil, nil
+	}
+	i := km.hotPair(t, key)
+	if e := t.slots[i].Load(); e != nil && e.key == key {
+		return t, e
+	}
+	if e := t.slots[i+1].Load(); e != nil && e.key == key {
+		return t, e
+	}
+	return t, nil
+}
+
+// remember stores e, found live in m, in a slot of its pair in t: an empty
+// one or one whose entry has died, else the first. An eviction meanwhile
+// clears the slots only if it saw e there; so once stored, e is taken out
+// again if it has died: either the eviction marked e dead after the store
+// and clears the slot itself, or the load below sees it dead.
+func (km *Map[V]) remember(t *hotTable[V], e *Entry[V]) {
+	if t == nil {
+		return
+	}
+	i := km.hotPair(t, e.key)
+	if o := t.slots[i].Load(); o != nil && o.word.Load()&entryDead == 0 {
+		if o := t.slots[i+1].Load(); o == nil || o.word.Load()&entryDead != 0 {
+			i++
+		}
+	}
+	t.slots[i].Store(e)
+	if e.word.Load()&entryDead != 0 {
+		t.slots[i].CompareAndSwap(e, nil)
+	}
+}
+
+// forget clears the slots of t that hold e.
+func (km *Map[V]) forget(t *hotTable[V], e *Entry[V]) {
+	if t != nil {
+		i := km.hotPair(t, e.key)
+		t.slots[i].CompareAndSwap(e, nil)
+		t.slots[i+1].CompareAndSwap(e, nil)
+	}
+}
+
+// growHotLocked makes the hot cache big enough for the map's entries.
+func (km *Map[V]) growHotLocked() {
+	t := km.hot.Load()
+	n := hotMin
+	if t != nil {
+		n = len(t.slots)
+		if n >= hotMax || int(km.count.Load()) <= n/4 {
+			return
+		}
+		n *= 2
+	}
+	nt := &hotTable[V]{slots: make([]atomic.Pointer[Entry[V]], n), mask: uint64(n-1) &^ 1}
+	for _, e := range km.ring {
+		if e != nil {
+			km.remember(nt, e)
+		}
+	}
+	km.hot.Store(nt)
+}
+
+// hashString hashes s for the hot cache: 8 bytes at a time, seeded. A
+// poor spread (keys a client chooses to collide) costs misses, never a
+// wrong answer.
+func hashString(seed uint64, s string) uint64 {
+	h := seed ^ uint64(len(s))*0x9e3779b97f4a7c15
+	n := len(s)
+	if n < 8 {
+		var w uint64
+		for i := 0; i < n; i++ {
+			w = w<<8 | uint64(s[i])
+		}
+		return mix64(h, w)
+	}
+	for i := 0; i+8 < n; i += 8 {
+		h = mix64(h, load64(s[i:]))
+	}
+	return mix64(h, load64(s[n-8:])) // the last 8 bytes, overlapping
+}
+
+// load64 reads s's first 8 bytes, little-endian, in one load.
+func load64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// mix64 folds w into h: the high and low halves of a 128-bit product, so
+// that every bit of w moves bits of both halves.
+func mix64(h, w uint64) uint64 {
+	hi, lo := bits.Mul64(h^w, 0x94d049bb133111eb)
+	return hi ^ lo
+}
 
 // softScan is how many eviction candidates (entries neither pinned nor
 // used since the hand last passed) past the first Soft one the hand
@@ -141,7 +276,7 @@ func (e *Entry[V]) Release() {
 // room is needed.
 func New[V any](max int, idleTTL time.Duration, make func(string) V, weigh func(V, time.Time) Keep) *Map[V] {
 	max = min(max, MaxKeys)
-	return &Map[V]{max: max, hard: 2 * max, idleTTL: idleTTL, start: time.Now(), make: make, weigh: weigh, nextSweep: idleTTL}
+	return &Map[V]{max: max, hard: 2 * max, idleTTL: idleTTL, start: time.Now(), make: make, weigh: weigh, nextSweep: idleTTL, seed: rand.Uint64()}
 }
 
 // MaxKeys bounds the cap of a registry: its slot indices are int32.
@@ -149,8 +284,13 @@ const MaxKeys = 1 << 28
 
 // Get returns key's value, creating it if needed.
 func (km *Map[V]) Get(key string) V {
+	t, e := km.cached(key)
+	if e != nil && e.use() {
+		return e.Value
+	}
 	if e, ok := km.m.Load(key); ok {
 		if e := e.(*Entry[V]); e.use() {
+			km.remember(t, e)
 			return e.Value
 		}
 	}
@@ -162,8 +302,13 @@ func (km *Map[V]) Get(key string) V {
 // not be lost to an eviction in between (a failure recorded at the end of a
 // call, a pause set, a slot taken).
 func (km *Map[V]) Acquire(key string) *Entry[V] {
+	t, e := km.cached(key)
+	if e != nil && e.pin() {
+		return e
+	}
 	if e, ok := km.m.Load(key); ok {
 		if e := e.(*Entry[V]); e.pin() {
+			km.remember(t, e)
 			return e
 		}
 	}
@@ -214,6 +359,8 @@ func (km *Map[V]) insert(key string, pin bool) *Entry[V] {
 	km.ring[slot] = e
 	km.m.Store(key, e)
 	km.count.Add(1)
+	km.growHotLocked()
+	km.remember(km.hot.Load(), e)
 	return e
 }
 
@@ -300,6 +447,7 @@ func (km *Map[V]) evictLocked(i int, w int64) bool {
 		return false
 	}
 	km.m.CompareAndDelete(e.key, e)
+	km.forget(km.hot.Load(), e)
 	km.count.Add(-1)
 	km.ring[i] = nil
 	return true

@@ -1,6 +1,7 @@
 package keyed
 
 import (
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -51,6 +52,23 @@ func (km *Map[V]) check(t testing.TB) {
 		}
 		return true
 	})
+	if ht := km.hot.Load(); ht != nil {
+		for i := range ht.slots {
+			e := ht.slots[i].Load()
+			if e == nil {
+				continue
+			}
+			if e.word.Load()&entryDead != 0 {
+				t.Fatalf("hot slot %d holds a dead entry (%q)", i, e.key)
+			}
+			if got, ok := km.m.Load(e.key); !ok || got.(*Entry[V]) != e {
+				t.Fatalf("hot slot %d (%q) is not the map's entry for its key", i, e.key)
+			}
+			if p := km.hotPair(ht, e.key); i != p && i != p+1 {
+				t.Fatalf("hot slot %d holds %q, whose slot is another", i, e.key)
+			}
+		}
+	}
 	if n := int(km.count.Load()); n != inRing || n != inMap {
 		t.Fatalf("count %d, %d entries in the ring, %d in the map", n, inRing, inMap)
 	}
@@ -411,4 +429,110 @@ func TestKeyedMapSoftVictimUsedMeanwhile(t *testing.T) {
 		t.Errorf("%d entries, want %d", n, softScan+2)
 	}
 	km.check(t)
+}
+
+// The hot cache grows with the map, and a key found in it is the map's
+// live entry.
+func TestKeyedMapHotCacheGrows(t *testing.T) {
+	km := newItemMap(10_000, time.Hour)
+	km.seed = 1
+	for i := range 1000 {
+		km.Get(strconv.Itoa(i))
+	}
+	km.check(t)
+	ht := km.hot.Load()
+	if ht == nil || len(ht.slots) < 4*km.Len() {
+		t.Fatalf("hot cache of %d slots for %d entries", len(ht.slots), km.Len())
+	}
+	hits := 0
+	for i := range 1000 {
+		k := strconv.Itoa(i)
+		if _, e := km.cached(k); e != nil {
+			hits++
+			if got, _ := km.Lookup(k); got != e.Value {
+				t.Fatalf("the cache's entry for %q is not the map's", k)
+			}
+		}
+	}
+	if hits < 900 {
+		t.Errorf("only %d of 1000 keys in the hot cache", hits)
+	}
+}
+
+// Keys that differ in a few bytes only, client addresses of one network,
+// spread over the hot cache: nearly all of them are found there.
+func TestKeyedMapHotCacheSpreadsSimilarKeys(t *testing.T) {
+	for _, format := range []string{"192.0.2.%d", "10.%d.0.1", "2001:db8:0:%x::/64", "tenant-%d"} {
+		km := newItemMap(10_000, time.Hour)
+		km.seed = 1 // a chance spread is no flake: the figure is the same every run
+		for i := range 256 {
+			km.Get(fmt.Sprintf(format, i))
+		}
+		hits := 0
+		for i := range 256 {
+			if _, e := km.cached(fmt.Sprintf(format, i)); e != nil {
+				hits++
+			}
+		}
+		if hits < 240 {
+			t.Errorf("%s: only %d of 256 keys in the hot cache", format, hits)
+		}
+	}
+}
+
+// killHot evicts key's entry and leaves it in its hot slot, as a reader
+// storing it there while the eviction ran can; it returns the old value.
+func killHot(t *testing.T, km *Map[*item], key string) *item {
+	t.Helper()
+	old := km.Get(key)
+	km.mu.Lock()
+	defer km.mu.Unlock()
+	for i, e := range km.ring {
+		if e != nil && e.key == key {
+			if !km.evictLocked(i, e.word.Load()) {
+				t.Fatal("could not evict")
+			}
+			km.free = append(km.free, int32(i))
+			km.hot.Load().slots[km.hotPair(km.hot.Load(), key)].Store(e)
+			return old
+		}
+	}
+	t.Fatalf("%q not in the ring", key)
+	return nil
+}
+
+// An evicted entry left in the hot cache is never handed out again: Get and
+// Acquire make the key a new value.
+func TestKeyedMapHotCacheSkipsDeadEntries(t *testing.T) {
+	km := newItemMap(8, time.Hour)
+	if old := killHot(t, km, "a"); km.Get("a") == old {
+		t.Error("Get returned the evicted value")
+	}
+	old := killHot(t, km, "b")
+	e := km.Acquire("b")
+	if e.Value == old {
+		t.Error("Acquire returned the evicted value")
+	}
+	e.Release()
+	km.check(t)
+}
+
+// An entry that a reader remembers after its eviction cleared the slot is
+// taken out again.
+func TestKeyedMapHotCacheRememberAfterEviction(t *testing.T) {
+	km := newItemMap(8, time.Hour)
+	km.Get("a")
+	ht := km.hot.Load()
+	_, e := km.cached("a")
+	km.mu.Lock()
+	for i, x := range km.ring {
+		if x == e && !km.evictLocked(i, e.word.Load()) {
+			t.Fatal("could not evict")
+		}
+	}
+	km.mu.Unlock()
+	km.remember(ht, e)
+	if _, e := km.cached("a"); e != nil {
+		t.Error("the hot cache keeps an evicted entry")
+	}
 }
