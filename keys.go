@@ -58,6 +58,14 @@ func RemoteAddrKey(r *http.Request) string {
 }
 
 func remoteKey(remote string) string {
+	// The usual RemoteAddr, IPv4 with a port, in one pass: an address
+	// followed by nothing, or by a colon and no other (what splitHost
+	// strips).
+	if n := ipv4Len(remote); n == len(remote) {
+		return remote
+	} else if n > 0 && remote[n] == ':' && strings.IndexByte(remote[n+1:], ':') < 0 {
+		return remote[:n]
+	}
 	host := splitHost(remote)
 	if isIPv4(host) {
 		return host // the canonical form, the only one ParseAddr accepts
@@ -76,33 +84,41 @@ func remoteKey(remote string) string {
 // accepts one: four decimal fields of 0 to 255, without leading zeros,
 // separated by dots. It is ParseAddr's answer for IPv4 without building
 // the address.
-func isIPv4(s string) bool {
-	if len(s) < len("0.0.0.0") || len(s) > len("255.255.255.255") {
-		return false
-	}
+func isIPv4(s string) bool { return ipv4Len(s) == len(s) }
+
+// ipv4Len is the length of the IPv4 address (as isIPv4 accepts one) that
+// s starts with and that ends s or is followed by a byte other than a
+// digit or a dot, or -1 if there is none.
+func ipv4Len(s string) int {
 	fields, val, digits := 0, 0, 0
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
 		case c >= '0' && c <= '9':
 			if digits == 1 && val == 0 {
-				return false // a leading zero
+				return -1 // a leading zero
 			}
 			val = val*10 + int(c-'0')
 			digits++
 			if val > 255 {
-				return false
+				return -1
 			}
 		case c == '.':
 			if digits == 0 || fields == 3 {
-				return false
+				return -1
 			}
 			fields++
 			val, digits = 0, 0
 		default:
-			return false
+			if fields == 3 && digits > 0 {
+				return i
+			}
+			return -1
 		}
 	}
-	return fields == 3 && digits > 0
+	if fields == 3 && digits > 0 {
+		return len(s)
+	}
+	return -1
 }
 
 // splitHost strips a port and IPv6 brackets without allocating.

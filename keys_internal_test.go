@@ -66,6 +66,58 @@ func FuzzIsIPv4(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) { checkIPv4(t, s) })
 }
 
+// remoteKeyRef is remoteKey without its one-pass IPv4 path.
+func remoteKeyRef(remote string) string {
+	host := splitHost(remote)
+	ip, err := netip.ParseAddr(host)
+	switch {
+	case err != nil:
+		return remote
+	case ip.Is4():
+		return host
+	}
+	return ipKey(ip)
+}
+
+func checkRemoteKey(t *testing.T, s string) {
+	t.Helper()
+	if got, want := remoteKey(s), remoteKeyRef(s); got != want {
+		t.Errorf("remoteKey(%q) = %q, want %q", s, got, want)
+	}
+}
+
+// remoteKey's one-pass path for IPv4 gives the key of splitting the port
+// off and parsing the address, on every string.
+func TestRemoteKeyMatchesParseAddr(t *testing.T) {
+	for _, s := range []string{
+		"192.0.2.1:4000", "192.0.2.1", "192.0.2.1:", "192.0.2.1:80:90", "192.0.2.1::", "01.2.3.4:80",
+		"1.2.3.4.5:80", "1.2.3:80", "256.1.1.1:80", "1.2.3.4%eth0:80", "[::ffff:1.2.3.4]:80", "::ffff:1.2.3.4",
+		"[2001:db8::1]:443", "2001:db8::1", "@", "", ":80", "1.2.3.4a:80", "1.2.3.4 :80",
+	} {
+		checkRemoteKey(t, s)
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	const chars = "0123456789.....::::[]%af"
+	b := make([]byte, 0, 24)
+	for range 200_000 {
+		b = b[:0]
+		for range r.IntN(22) {
+			b = append(b, chars[r.IntN(len(chars))])
+		}
+		checkRemoteKey(t, string(b))
+		if t.Failed() {
+			return
+		}
+	}
+}
+
+func FuzzRemoteKey(f *testing.F) {
+	for _, s := range []string{"192.0.2.1:4000", "1.2.3.4", "1.2.3.4:1:2", "[::1]:80", "01.2.3.4:5"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) { checkRemoteKey(t, s) })
+}
+
 // TestTransportHostKey: the Transport's HostKey, which keeps the key of
 // the first plain-http host it called, answers HostKey's key for every
 // host (TestDefaultChainAllocations checks it builds none for that first
