@@ -57,15 +57,18 @@ func (c *rateLimitConfig) validate(errs []error) error {
 // refusals the store gave, until they end, and the local share used while
 // the store fails. It is safe for concurrent use.
 type rateLimiter struct {
+	// What an admission reads, in the first 64 bytes: the policy, the
+	// TAT, the shared store, and the clock's origin, of which the
+	// monotonic clock reads the first two words.
+	p      gcraParams
+	cell   gcra
+	shared SharedLimiter
+	start  time.Time // the clock's origin
+
 	key     string
 	limit   rate.Limit
 	burst   int
 	maxWait time.Duration
-	p       gcraParams
-	start   time.Time // the clock's origin
-	cell    gcra
-
-	shared  SharedLimiter
 	refused atomic.Int64 // shared: the store refused until then (clock ns)
 }
 
