@@ -219,8 +219,9 @@ func (crl *clientRateLimit) setHeaders(h http.Header, r, t int64, reset time.Dur
 // admit takes a token of key's bucket and writes the RateLimit fields to
 // h. It returns zero when the request is admitted, else how long until
 // the next token (never zero). A local bucket is read straight from its
-// GCRA: no snapshot, and no division for t when a token takes at most a
-// second (t is then 1 unless the bucket is full).
+// GCRA: no snapshot, no division for r when at most one token is missing,
+// and none for t when a token takes at most a second (t is then 1 unless
+// the bucket is full).
 func (crl *clientRateLimit) admit(r *http.Request, h http.Header, key string) time.Duration {
 	l := crl.rl.get(key)
 	if l.shared != nil {
@@ -237,7 +238,10 @@ func (crl *clientRateLimit) admit(r *http.Request, h http.Header, key string) ti
 	backlog := max(0, tat-now)
 	free := p.capacity - backlog
 	var rem, t int64
-	if free >= p.interval {
+	switch {
+	case backlog <= p.interval:
+		rem = p.burst - min(backlog, 1) // the usual case, without a division
+	case free >= p.interval:
 		rem = free / p.interval
 	}
 	switch {
