@@ -114,6 +114,37 @@ func BenchmarkClientRateLimit(b *testing.B) {
 	})
 }
 
+// BenchmarkClientRateLimitClients is an admitted request of one of 256
+// clients in turn, as bench/'s Inbound runs it without the router: the
+// registry's hit path over many keys rather than one.
+func BenchmarkClientRateLimitClients(b *testing.B) {
+	rl, err := bw.NewRateLimiters(1_000_000, 1000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	crl, err := bw.ClientRateLimit(rl, bw.RemoteAddrKey)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := crl(http.HandlerFunc(okHandler))
+	reqs := make([]*http.Request, 256)
+	for i := range reqs {
+		reqs[i] = httptest.NewRequest(http.MethodGet, "/items/42", nil)
+		reqs[i].RemoteAddr = "192.0.2." + strconv.Itoa(i) + ":" + strconv.Itoa(40000+i)
+	}
+	w := newBenchWriter()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		w.reset()
+		h.ServeHTTP(w, reqs[i%len(reqs)])
+		i++
+	}
+	if w.status != http.StatusOK {
+		b.Fatalf("status %d", w.status)
+	}
+}
+
 // BenchmarkShedder is admit + release of a slot around a trivial handler,
 // bare and on chi.
 func BenchmarkShedder(b *testing.B) {
