@@ -33,7 +33,7 @@ core=(
   deadlinectx.go deadlineshare.go gcra.go handlertimeout.go middleware.go
   pausegate.go policy.go ratelimit.go requestpolicy.go retry.go retryafter.go
   routebreaker.go shedder.go timeout.go transport.go
-  internal/keyed/keyed.go internal/window/window.go
+  internal/keyed/hot.go internal/keyed/keyed.go internal/window/window.go
 )
 
 usage() { sed -n '7,9p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
