@@ -344,16 +344,8 @@ func (g *PauseGates) remainingFor(key string) time.Duration {
 	if g == nil {
 		return 0
 	}
-	if l := g.latest.Load(); l != 0 {
-		return g.remaining(key, l)
-	}
-	return 0
-}
-
-func (g *PauseGates) remaining(key string, l int64) time.Duration {
-	now := g.now()
-	if now >= l {
-		g.latest.CompareAndSwap(l, 0)
+	now, ok := g.holding()
+	if !ok {
 		return 0
 	}
 	pg, ok := g.gate(key)
@@ -361,6 +353,21 @@ func (g *PauseGates) remaining(key string, l int64) time.Duration {
 		return 0
 	}
 	return time.Duration(max(0, pg.heldUntil(now)-now))
+}
+
+// holding reports whether any gate may still hold something (see latest),
+// and the clock reading it told that by. It reads no clock while latest is
+// 0, and forgets latest once it has passed.
+func (g *PauseGates) holding() (now int64, ok bool) {
+	l := g.latest.Load()
+	if l == 0 {
+		return 0, false
+	}
+	if now = g.now(); now >= l {
+		g.latest.CompareAndSwap(l, 0)
+		return now, false
+	}
+	return now, true
 }
 
 // heldUntil is when the key's pause, or its overload hold's latest hint,
@@ -414,7 +421,10 @@ type PauseSnapshot struct {
 
 func (g *PauseGates) snapshot(pg *pauseGate) PauseSnapshot {
 	s := PauseSnapshot{Key: pg.key}
-	now := g.now()
+	now, ok := g.holding()
+	if !ok { // nothing held, or an overload hold whose probes went unanswered lapsed
+		return s
+	}
 	if u := pg.heldUntil(now); u > now {
 		s.Paused, s.Until, s.Remaining = true, g.wall(u), time.Duration(u-now)
 		s.RemainingSeconds = s.Remaining.Seconds()

@@ -276,3 +276,39 @@ func TestPauseRegistryFull(t *testing.T) {
 		}
 	})
 }
+
+// A 503 answered with "Retry-After: 0" holds the key all the same: calls
+// wait for the next probe, 150 ms on. A hold whose probes get no answer
+// lapses a second after the last 503: calls go at once again, and the
+// snapshot no longer shows the key paused.
+func TestPauseGateOverloadHoldWithAZeroHint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newPauseGates(t)
+		o := bw.Classify(&http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{"Retry-After": {"0"}}}, nil)
+		if o.Category != bw.Throttled || !o.HasRetryAfter || o.RetryAfter != 0 {
+			t.Fatalf("Classify = %+v", o)
+		}
+		start := time.Now()
+		g.Observe("down", o, nil)
+		time.Sleep(10 * time.Millisecond)
+		if s, _ := pauseOf(g, "down"); !s.Paused {
+			t.Fatalf("snapshot of the held key: %+v", s)
+		}
+		if err := g.Wait(context.Background(), "down"); err != nil || time.Since(start) != 150*time.Millisecond {
+			t.Fatalf("Wait = %v after %s, want the probe at 150ms", err, time.Since(start))
+		}
+		// The probe never gets an answer (it failed without a response).
+		time.Sleep(time.Second - 150*time.Millisecond - 1)
+		if s, _ := pauseOf(g, "down"); !s.Paused {
+			t.Fatalf("snapshot within a second of the 503: %+v", s)
+		}
+		time.Sleep(1)
+		if s, _ := pauseOf(g, "down"); s.Paused {
+			t.Fatalf("snapshot a second after the last 503: %+v, want the lapsed hold not shown", s)
+		}
+		before := time.Now()
+		if err := g.Wait(context.Background(), "down"); err != nil || time.Since(before) != 0 {
+			t.Fatalf("Wait after the hold lapsed = %v after %s", err, time.Since(before))
+		}
+	})
+}
