@@ -323,13 +323,15 @@ func TestSharedPauses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		time.Sleep(time.Second) // the replicas' clocks have run
 		a.Observe("api.example", bw.Outcome{Category: bw.Throttled, HasRetryAfter: true, RetryAfter: 2 * time.Second}, nil)
 		if r := pauseLeft(b, "api.example"); r != 2*time.Second {
 			t.Fatalf("B paused for %v after A's 429, want 2s", r)
 		}
-		a.Pause("api.example", time.Second) // shorter: no change, nothing sent
-		if sent := h.published(); len(sent) != 1 {
-			t.Fatalf("published %+v: want one pause (B's must not echo, a shorter one changes nothing)", sent)
+		a.Pause("api.example", time.Second)   // shorter: no change, nothing sent
+		a.Pause("api.example", 2*time.Second) // the same end: nothing sent
+		if sent := h.published(); len(sent) != 1 || sent[0].For != 2*time.Second {
+			t.Fatalf("published %+v: want one pause for 2s (B's must not echo, one that ends no later changes nothing)", sent)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -48,8 +50,9 @@ func TestPauseGateExtendsOnlyAndClamps(t *testing.T) {
 			t.Fatal("key b paused by key a's hint")
 		}
 		g.Observe("b", bw.Outcome{Category: bw.Throttled, Status: 429}, nil) // no hint: no pause
-		g.Pause("b", 0)
-		g.Pause("b", -time.Second)
+		if !g.Pause("b", 0).IsZero() || !g.Pause("b", -time.Second).IsZero() {
+			t.Fatal("Pause without a positive hint returned an end")
+		}
 		if pauseLeft(g, "b") != 0 {
 			t.Fatal("paused without a positive hint")
 		}
@@ -275,6 +278,36 @@ func TestPauseRegistryFull(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A gate whose pause and the probe lease after it have ended is as good
+// as new: a full registry evicts it for a new key at that very instant,
+// and keeps it until then.
+func TestPauseRegistryEvictsAGateOnceItsProbeLeaseEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newPauseGates(t, bw.WithKeyLimits(1, time.Hour))
+		g.Pause("a", time.Second) // its probe may go until 1 s after the pause
+		time.Sleep(2*time.Second - 1)
+		g.Pause("b", time.Minute)
+		if keys := pauseKeys(g); keys != "a b" {
+			t.Fatalf("gates %q, want a b: a gate whose probe lease lasts was evicted", keys)
+		}
+		time.Sleep(1)
+		g.Pause("c", time.Minute)
+		if keys := pauseKeys(g); keys != "b c" {
+			t.Fatalf("gates %q, want b c: a gate with nothing left to hold was kept", keys)
+		}
+	})
+}
+
+// pauseKeys lists the keys of g's registry, sorted.
+func pauseKeys(g *bw.PauseGates) string {
+	var keys []string
+	for _, p := range g.Snapshot().Pauses {
+		keys = append(keys, p.Key)
+	}
+	slices.Sort(keys)
+	return strings.Join(keys, " ")
 }
 
 // A 503 answered with "Retry-After: 0" holds the key all the same: calls

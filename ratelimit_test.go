@@ -483,6 +483,7 @@ func TestTransportPacesOnRateLimitHeaders(t *testing.T) {
 	}{
 		{"RateLimit", http.Header{"Ratelimit": {`"default";r=0;t=5`}, "Ratelimit-Policy": {`"default";q=10;w=60`}}},
 		{"RateLimit-Policy window", http.Header{"Ratelimit": {`"default";r=0`}, "Ratelimit-Policy": {`"default";q=10;w=5`}}},
+		{"RateLimit-Remaining delta", http.Header{"Ratelimit-Remaining": {"0"}, "Ratelimit-Reset": {"5"}}},
 		{"X-RateLimit delta", http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"5"}}},
 		{"X-RateLimit epoch", http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {strconv.FormatInt(epoch.Unix()+5, 10)},
 			"Date": {epoch.UTC().Format(http.TimeFormat)}}},
