@@ -190,6 +190,25 @@ func TestGCRAShare(t *testing.T) {
 	if same := p.share(1); same != p {
 		t.Fatalf("share(1) changed the policy")
 	}
+	// Each of n replicas gets exactly an n-th of the rate and of the
+	// burst, down to the slowest policy there is.
+	for _, tc := range []struct {
+		limit rate.Limit
+		burst int
+		n     int
+	}{
+		{10, 10, 2},    // 5/s with a burst of 5 each
+		{1, 100, 4},    // a burst that leaves each replica 25
+		{1e-30, 2, 2},  // saturated: the share still has twice the interval
+		{1e-30, 64, 8}, // saturated, a burst of 8 each
+	} {
+		p := newGCRAParams(tc.limit, tc.burst)
+		s := p.share(tc.n)
+		if s.interval != int64(tc.n)*p.interval || s.burst != int64(tc.burst/tc.n) || s.capacity != s.interval*s.burst {
+			t.Errorf("share(%d) of %v/s burst %d = %+v, want an interval of %d and a burst of %d",
+				tc.n, tc.limit, tc.burst, s, int64(tc.n)*p.interval, tc.burst/tc.n)
+		}
+	}
 }
 
 // TestGCRAConcurrent hammers one bucket from many goroutines at a frozen
