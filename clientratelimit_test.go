@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -182,6 +183,13 @@ func TestClientRateLimitHeaders(t *testing.T) {
 				t.Errorf("%s: %q, want %q", k, got, v)
 			}
 		}
+		// A bucket full again in exactly one second resets at the next
+		// whole second, not one past it.
+		one, _ := newClientRateLimit(t, 1, 5, bw.RemoteAddrKey, bw.WithXRateLimitHeaders(true))
+		rec = from(one(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})), "192.0.2.1:1")
+		if got, want := rec.Header().Get("X-RateLimit-Reset"), fmt.Sprint(time.Now().Add(time.Second).Unix()); got != want {
+			t.Errorf("X-RateLimit-Reset of a bucket full in 1s: %s, want %s", got, want)
+		}
 		// A long client-chosen key is stored as a short hash.
 		from(h, "192.0.2.1:1", "X-API-Key", strings.Repeat("x", 10_000))
 		for _, s := range rl.Snapshot().RateLimiters {
@@ -208,14 +216,44 @@ func TestClientRateLimitOptionErrors(t *testing.T) {
 	}
 }
 
+// A policy name is 1 to 64 printable ASCII characters, space and tilde
+// included, other than '"' and '\': what a structured field string holds
+// unescaped. A valid name is the RateLimit-Policy field's.
+func TestClientRateLimitPolicyNames(t *testing.T) {
+	rl, err := bw.NewRateLimiters(10, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "per key", "~", "!", strings.Repeat("x", 64)} {
+		crl, err := bw.ClientRateLimit(rl, bw.RemoteAddrKey, bw.WithRateLimitPolicyName(name))
+		if err != nil {
+			t.Errorf("name %q refused: %v", name, err)
+			continue
+		}
+		rec := from(crl(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})), "192.0.2.1:1")
+		if got, want := rec.Header().Get("RateLimit-Policy"), `"`+name+`";q=10;w=1`; got != want {
+			t.Errorf("RateLimit-Policy %q, want %q", got, want)
+		}
+	}
+	for _, name := range []string{"", strings.Repeat("x", 65), `a"b`, `a\b`, "a\x1fb", "a\x7fb", "caf\u00e9"} {
+		if _, err := bw.ClientRateLimit(rl, bw.RemoteAddrKey, bw.WithRateLimitPolicyName(name)); err == nil {
+			t.Errorf("name %q accepted", name)
+		}
+	}
+}
+
+// An admitted request allocates nothing, up to the largest bucket whose
+// header values fit the precomputed table: (burst+1)·(window+1) = 2048.
 func TestClientRateLimitAllowedRequestDoesNotAllocate(t *testing.T) {
-	crl, _ := newClientRateLimit(t, 1e9, 10, bw.RemoteAddrKey) // never short of tokens
-	h := crl(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	req := reqFrom("192.0.2.1:1000")
-	w := newBenchWriter()
-	h.ServeHTTP(w, req)
-	if n := testing.AllocsPerRun(1000, func() { w.reset(); h.ServeHTTP(w, req) }); n != 0 {
-		t.Errorf("an admitted request allocates %v times", n)
+	for _, burst := range []int{10, 1023} {
+		crl, _ := newClientRateLimit(t, 1e9, burst, bw.RemoteAddrKey) // never short of tokens; a window of 1 s
+		h := crl(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		req := reqFrom("192.0.2.1:1000")
+		w := newBenchWriter()
+		h.ServeHTTP(w, req)
+		if n := testing.AllocsPerRun(1000, func() { w.reset(); h.ServeHTTP(w, req) }); n != 0 {
+			t.Errorf("burst %d: an admitted request allocates %v times", burst, n)
+		}
 	}
 }
 
@@ -356,5 +394,50 @@ func TestClientRateLimitFieldsMatchSnapshot(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// fixedStore is a shared limiter that always gives the same answer.
+type fixedStore struct{ st bw.RateLimitSnapshot }
+
+func (s fixedStore) Take(context.Context, string, rate.Limit, int, time.Duration) (bw.RateLimitSnapshot, time.Duration, error) {
+	return s.st, 0, nil
+}
+
+func (fixedStore) Replicas() int { return 1 }
+
+// A full bucket as a shared store reports it, even with more quota than
+// the burst (a store counts it as far as it knows it), gets its RateLimit
+// field: r as the store says, and t=0, since no quota is awaited.
+func TestClientRateLimitStoreAnswerBeyondTheBurst(t *testing.T) {
+	rl, err := bw.NewRateLimiters(10, 10, bw.WithSharedLimiter(fixedStore{bw.RateLimitSnapshot{Remaining: 11}}), bw.WithMaxWait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mw(t)(bw.ClientRateLimit(rl, bw.RemoteAddrKey))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	rec := from(h, "192.0.2.1:1")
+	if got := rec.Header().Get("RateLimit"); rec.Code != http.StatusOK || got != `"default";r=11;t=0` {
+		t.Fatalf("%d with RateLimit %q, want 200 with r=11", rec.Code, got)
+	}
+}
+
+// A key of up to 128 bytes is stored as it is; a longer one as a hash.
+func TestClientRateLimitKeyLength(t *testing.T) {
+	crl, rl := newClientRateLimit(t, 10, 10, bw.HeaderKey("X-API-Key"))
+	h := crl(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	k128 := strings.Repeat("k", 128)
+	from(h, "192.0.2.1:1", "X-API-Key", k128)
+	from(h, "192.0.2.1:1", "X-API-Key", k128+"k")
+	var keys []string
+	for _, s := range rl.Snapshot().RateLimiters {
+		keys = append(keys, s.Key)
+	}
+	if len(keys) != 2 || !slices.Contains(keys, k128) {
+		t.Fatalf("stored keys %q, want the 128-byte key as it is and one hash", keys)
+	}
+	for _, k := range keys {
+		if k != k128 && (len(k) > 128 || strings.HasPrefix(k, "kkk")) {
+			t.Fatalf("a 129-byte key stored as %q, want a hash", k)
+		}
 	}
 }
