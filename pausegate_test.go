@@ -292,7 +292,7 @@ func TestPauseRegistryEvictsAGateOnceItsProbeLeaseEnds(t *testing.T) {
 		if keys := pauseKeys(g); keys != "a b" {
 			t.Fatalf("gates %q, want a b: a gate whose probe lease lasts was evicted", keys)
 		}
-		time.Sleep(1)
+		time.Sleep(time.Nanosecond)
 		g.Pause("c", time.Minute)
 		if keys := pauseKeys(g); keys != "b c" {
 			t.Fatalf("gates %q, want b c: a gate with nothing left to hold was kept", keys)
@@ -335,7 +335,7 @@ func TestPauseGateOverloadHoldWithAZeroHint(t *testing.T) {
 		if s, _ := pauseOf(g, "down"); !s.Paused {
 			t.Fatalf("snapshot within a second of the 503: %+v", s)
 		}
-		time.Sleep(1)
+		time.Sleep(time.Nanosecond)
 		if s, _ := pauseOf(g, "down"); s.Paused {
 			t.Fatalf("snapshot a second after the last 503: %+v, want the lapsed hold not shown", s)
 		}
