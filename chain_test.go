@@ -3,6 +3,7 @@ package breakwater_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -121,4 +122,44 @@ func TestRequestPolicy(t *testing.T) {
 			t.Fatalf("idempotent POST: %+v after %d requests", r, u.Count())
 		}
 	})
+}
+
+// A breaker stage's half-open probe gives its place back when its response
+// body ends: the next probe runs, and the second success closes the
+// breaker.
+func TestBreakerStageReleasesAProbeWithItsBody(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Body: []byte("one")}, breakwatertest.Step{Body: []byte("two")})
+		bs := newBreakers(t, bw.WithOpenJitter(0), bw.WithHalfOpen(1, 2))
+		rt := bw.Chain(u.Transport(), bw.BreakerStage(bs, nil, nil))
+		bs.Get(upstreamKey).Trip(time.Second)
+		time.Sleep(time.Second)
+		for i := 1; i <= 2; i++ {
+			if r := get(rt); r.err != nil || r.status != 200 {
+				t.Fatalf("probe %d: %+v", i, r)
+			}
+		}
+		if s := bs.Get(upstreamKey).State(); s != bw.StateClosed {
+			t.Errorf("after two good probes the breaker is %s", s)
+		}
+	})
+}
+
+// A breaker stage that holds nothing past its call (a closed breaker's
+// permit) hands the base's response body over as it is.
+func TestBreakerStageLeavesAnUnheldBodyAlone(t *testing.T) {
+	body := io.NopCloser(strings.NewReader("ok"))
+	base := bw.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Body: body, Request: req}, nil
+	})
+	rt := bw.Chain(base, bw.BreakerStage(newBreakers(t), nil, nil))
+	req, _ := http.NewRequest(http.MethodGet, "http://upstream.test/", nil)
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.Body != body {
+		t.Errorf("the body of a call that holds nothing is wrapped (%T)", resp.Body)
+	}
 }
