@@ -104,6 +104,11 @@ func TestFailoverRetriesElsewhere(t *testing.T) {
 		if bad != 5 {
 			t.Fatalf("bad.test got %d requests, want 5 (then ejected)", bad)
 		}
+		for _, e := range tr.Snapshot().Endpoints {
+			if e.InFlight != 0 {
+				t.Errorf("%s: %d attempts in flight after every call ended", e.Endpoint, e.InFlight)
+			}
+		}
 		ev := h.list()
 		if len(ev) != 1 || ev[0].Endpoint != "http://bad.test" || ev[0].Health != bw.HealthEjected {
 			t.Fatalf("health events: %+v", ev)
