@@ -298,6 +298,12 @@ func TestShedderOptionErrors(t *testing.T) {
 	if _, err := bw.Shedder(bh, bw.WithShedRetryAfter(3*time.Second, time.Second)); err == nil {
 		t.Error("an inverted Retry-After range was accepted")
 	}
+	if _, err := bw.Shedder(bh, bw.WithShedRetryAfter(0, time.Second)); err == nil {
+		t.Error("a Retry-After range from 0 was accepted")
+	}
+	if _, err := bw.Shedder(bh, bw.WithShedRetryAfter(time.Nanosecond, time.Second)); err != nil {
+		t.Errorf("a Retry-After range from 1ns (1 s once rounded up): %v", err)
+	}
 }
 
 // TestShedderAdaptiveLimitLearnsFromTheHandler: handler timeouts are
