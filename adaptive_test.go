@@ -129,3 +129,179 @@ func TestAIMD(t *testing.T) {
 		}
 	})
 }
+
+// An adaptive limit's bounds are inclusive: Min and Max may equal the
+// initial limit, Max the largest limit there is (2^30), a Gradient's
+// Smoothing 1 and its LongWindow 1; one past any of them is refused.
+func TestAdaptiveLimitBoundsInclusive(t *testing.T) {
+	for _, a := range []bw.AdaptiveLimit{
+		bw.AIMD{Min: 4}, bw.AIMD{Max: 1 << 30}, bw.Gradient{Min: 4, Max: 4}, bw.Gradient{Max: 1 << 30},
+		bw.Gradient{Smoothing: 1}, bw.Gradient{LongWindow: 1},
+	} {
+		if _, err := bw.NewBulkheads(4, bw.WithAdaptiveLimit(a)); err != nil {
+			t.Errorf("%+v on a limit of 4: %v", a, err)
+		}
+	}
+	for _, a := range []bw.AdaptiveLimit{
+		bw.AIMD{Min: 5}, bw.AIMD{Max: 1<<30 + 1}, bw.Gradient{Max: 3}, bw.Gradient{Smoothing: 1.01}, bw.Gradient{LongWindow: -1},
+	} {
+		if _, err := bw.NewBulkheads(4, bw.WithAdaptiveLimit(a)); err == nil {
+			t.Errorf("%+v on a limit of 4 accepted", a)
+		}
+	}
+}
+
+// Without a Max, an adaptive limit that sees no drop grows to ten times
+// its initial limit, and no further.
+func TestAdaptiveLimitDefaultMax(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBulkhead(t, 4, bw.WithMaxQueue(1000), bw.WithMaxWait(time.Hour), bw.WithAdaptiveLimit(bw.AIMD{}))
+		fast := func(int) time.Duration { return 20 * time.Millisecond }
+		if s := simulate(b, 60, fast, 20*time.Second, 15*time.Second); slices.Min(s) != 40 || slices.Max(s) != 40 {
+			t.Fatalf("AIMD without drops from 4: the limit was at %s, want 40", describe(s))
+		}
+	})
+}
+
+// drive runs workers that each take a slot of b, hold it for latency and
+// end it with done (Release or Drop), for d; it returns b's limit then.
+func drive(b keyBulkhead, workers int, latency, d time.Duration, drop bool) int {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				s, err := b.Acquire(ctx)
+				if err != nil {
+					continue
+				}
+				time.Sleep(latency)
+				if drop {
+					s.Drop()
+				} else {
+					s.Release()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return b.Limit()
+}
+
+// An AIMD limit grows after a window in which at least half of it was in
+// use, exactly half included, and a slot held exactly Timeout is no drop.
+func TestAIMDBoundaries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		half := newBulkhead(t, 10, bw.WithMaxQueue(100), bw.WithMaxWait(time.Hour), bw.WithAdaptiveLimit(bw.AIMD{}))
+		if l := drive(half, 5, 10*time.Millisecond, 10*time.Second, false); l != 11 {
+			t.Errorf("5 in flight of 10: limit %d, want 11 (grown once, then less than half in use)", l)
+		}
+		timed := newBulkhead(t, 10, bw.WithMaxQueue(100), bw.WithMaxWait(time.Hour), bw.WithAdaptiveLimit(bw.AIMD{Max: 20, Timeout: 100 * time.Millisecond}))
+		if l := drive(timed, 10, 100*time.Millisecond, 30*time.Second, false); l != 20 {
+			t.Errorf("slots held exactly the timeout: limit %d, want its max 20", l)
+		}
+	})
+}
+
+// A Gradient limit whose every slot reports a drop has no latency to learn
+// from: it shrinks, never grows.
+func TestGradientAllDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBulkhead(t, 20, bw.WithMaxQueue(100), bw.WithMaxWait(time.Hour), bw.WithAdaptiveLimit(bw.Gradient{}))
+		if l := drive(b, 20, 10*time.Millisecond, 10*time.Second, true); l >= 20 {
+			t.Errorf("every slot dropped: limit %d, want below 20", l)
+		}
+	})
+}
+
+// A Gradient limit probes only after a window that showed queueing: at a
+// steady latency it climbs to its Max and stays there, minute after
+// minute.
+func TestGradientProbesOnlyAfterQueueing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBulkhead(t, 20, bw.WithMaxQueue(1000), bw.WithMaxWait(time.Hour), bw.WithAdaptiveLimit(bw.Gradient{Max: 40}))
+		steady := func(int) time.Duration { return 20 * time.Millisecond }
+		if s := simulate(b, 60, steady, 3*time.Minute, 10*time.Second); slices.Min(s) != 40 {
+			t.Fatalf("steady latency: the limit was at %s, want 40 throughout", describe(s))
+		}
+	})
+}
+
+// The long-term latency follows windows up to 10 % slower than itself:
+// an upstream that became a little slower for good is the new normal, and
+// the limit grows back after a slight dip, without a probe (none is due
+// before the ProbeInterval of an hour).
+func TestGradientLearnsASlightlySlowerUpstream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		one := func(float64) float64 { return 1 }
+		b := newBulkhead(t, 20, bw.WithMaxQueue(1000), bw.WithMaxWait(time.Hour),
+			bw.WithAdaptiveLimit(bw.Gradient{Max: 40, LongWindow: 10, ProbeInterval: time.Hour, QueueSize: one}))
+		fast := func(int) time.Duration { return 50 * time.Millisecond }
+		if s := simulate(b, 60, fast, 30*time.Second, 20*time.Second); slices.Min(s) != 40 {
+			t.Fatalf("at 50 ms: the limit was at %s, want 40", describe(s))
+		}
+		slower := func(int) time.Duration { return 54 * time.Millisecond }
+		s := simulate(b, 60, slower, time.Minute, 0)
+		if slices.Min(s) < 30 || slices.Min(s[len(s)-100:]) != 40 {
+			t.Fatalf("at 54 ms for good: the limit was at %s, want at least 30, and back at 40 for the last 10 s", describe(s))
+		}
+	})
+}
+
+// A first window with a drop shrinks a Gradient limit by 2 % (a gradient
+// of 0.9, smoothed): the first probe is a ProbeInterval away, not due at
+// once.
+func TestGradientFirstWindowWithADrop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBulkhead(t, 100, bw.WithAdaptiveLimit(bw.Gradient{}))
+		slots := make([]bw.Slot, 100)
+		for i := range slots {
+			s, err := b.Acquire(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			slots[i] = s
+		}
+		time.Sleep(10 * time.Millisecond)
+		slots[0].Drop()
+		for _, s := range slots[1:] {
+			s.Release()
+		}
+		if l := b.Limit(); l != 98 {
+			t.Fatalf("after a window of 100 with one drop: limit %d, want 98", l)
+		}
+	})
+}
+
+// A Gradient limit's probe is due ProbeInterval after its first window, to
+// the nanosecond: a window ending then that shows queueing drops the limit
+// to QueueSize(limit).
+func TestGradientProbeDueAfterProbeInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBulkhead(t, 100, bw.WithAdaptiveLimit(bw.Gradient{ProbeInterval: time.Minute}))
+		window := func(n int, hold time.Duration) {
+			slots := make([]bw.Slot, n)
+			for i := range slots {
+				s, err := b.Acquire(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				slots[i] = s
+			}
+			time.Sleep(hold)
+			for _, s := range slots {
+				s.Release()
+			}
+		}
+		window(100, 10*time.Millisecond) // long: 10 ms; the limit grows to 102
+		if l := b.Limit(); l != 102 {
+			t.Fatalf("after the first window: limit %d, want 102", l)
+		}
+		time.Sleep(time.Minute - 20*time.Millisecond)
+		window(102, 20*time.Millisecond) // twice as slow, ending a minute after the first
+		if l := b.Limit(); l != 9 {
+			t.Fatalf("after a slow window when the probe is due: limit %d, want √93 = 9", l)
+		}
+	})
+}
