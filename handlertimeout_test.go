@@ -190,3 +190,24 @@ func TestHandlerTimeoutDenyHandler(t *testing.T) {
 		}
 	})
 }
+
+// The timeout status may be any 4xx or 5xx, 400 and 599 included, and is
+// what a timed-out request is answered; 399 and 600 are refused.
+func TestHandlerTimeoutStatusRange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, status := range []int{400, 599} {
+			ht := newTimeout(t, time.Second, bw.WithTimeoutStatus(status))
+			h := ht(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/slow", nil))
+			if rec.Code != status {
+				t.Errorf("WithTimeoutStatus(%d): answered %d", status, rec.Code)
+			}
+		}
+	})
+	for _, status := range []int{399, 600} {
+		if _, err := bw.HandlerTimeout(time.Second, bw.WithTimeoutStatus(status)); err == nil {
+			t.Errorf("WithTimeoutStatus(%d) accepted", status)
+		}
+	}
+}
