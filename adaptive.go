@@ -68,9 +68,10 @@ type AIMD struct {
 // after the drop, whose latency becomes long. The probe is how the limit
 // follows an upstream that became slower for good.
 //
-// A window in which at least half the limit was not in use does not grow
+// A window in which less than half the limit was in use does not grow
 // the limit and adds no queue allowance (the load, not the upstream, set
-// the latency); it may still shrink it. Drops
+// the latency); it may still shrink it. At exactly half, as for AIMD, it
+// may grow. Drops
 // ([Slot.Drop]) are left out of the latency mean, and a window with drops
 // does not grow: its gradient is at most 0.9 and it adds no queue
 // allowance.
