@@ -20,6 +20,17 @@ func newSharedCtx(s *deadlineShare, origin *time.Time, parent context.Context, d
 	return c
 }
 
+// makeEachMillisecond makes n attempts' shared contexts in s, a
+// millisecond apart, each ended at once, as a busy Transport does.
+func makeEachMillisecond(s *deadlineShare, origin *time.Time, n int) {
+	for range n {
+		time.Sleep(time.Millisecond)
+		c := newSharedCtx(s, origin, context.Background(), time.Second)
+		_ = c.Done()
+		c.cancel()
+	}
+}
+
 // TestSharedDeadline: attempts whose deadlines fall in one millisecond
 // share one real context; each keeps its own values and its own end, and
 // the deadline is never later than asked, nor earlier by a millisecond.
@@ -146,12 +157,7 @@ func TestSharedDeadlineRetires(t *testing.T) {
 		first.cancel()
 		busy := newSharedCtx(s, &origin, context.Background(), time.Second+time.Millisecond)
 		inUse := busy.Done()
-		for range 3 * len(s.slots) { // every slot moves on, more than once
-			time.Sleep(time.Millisecond)
-			c := newSharedCtx(s, &origin, context.Background(), time.Second)
-			_ = c.Done()
-			c.cancel()
-		}
+		makeEachMillisecond(s, &origin, 3*len(s.slots)) // every slot moves on, more than once
 		select {
 		case <-unused:
 		default:
@@ -229,24 +235,14 @@ func TestSharedDeadlineServesSerialCalls(t *testing.T) {
 		if second.shared != first.shared {
 			t.Errorf("a serial attempt in the same millisecond made a context of its own")
 		}
-		for range 3 * len(s.slots) { // its slot moves on while second uses it
-			time.Sleep(time.Millisecond)
-			c := newSharedCtx(s, &origin, context.Background(), time.Second)
-			_ = c.Done()
-			c.cancel()
-		}
+		makeEachMillisecond(s, &origin, 3*len(s.slots)) // its slot moves on while second uses it
 		select {
 		case <-done:
 			t.Fatal("a context in use was ended")
 		default:
 		}
 		second.cancel()
-		for range 2 { // two makings: a retired context ends at the second
-			time.Sleep(time.Millisecond)
-			c := newSharedCtx(s, &origin, context.Background(), time.Second)
-			_ = c.Done()
-			c.cancel()
-		}
+		makeEachMillisecond(s, &origin, 2) // two makings: a retired context ends at the second
 		select {
 		case <-done:
 		default:
