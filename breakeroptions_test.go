@@ -26,6 +26,9 @@ func TestBreakerOptionBounds(t *testing.T) {
 		{"0 probes", bw.WithHalfOpen(0, 1), false},
 		{"0 successes", bw.WithHalfOpen(1, 0), false},
 		{"1 probe, 1 success", bw.WithHalfOpen(1, 1), true},
+		{"1024 probes, 2^30 successes", bw.WithHalfOpen(1024, 1<<30), true},
+		{"1025 probes", bw.WithHalfOpen(1025, 1), false},
+		{"2^30+1 successes", bw.WithHalfOpen(1, 1<<30+1), false},
 		{"probe timeout 0", bw.WithProbeTimeout(0), false},
 		{"probe timeout 1ns", bw.WithProbeTimeout(time.Nanosecond), true},
 		{"fault rate below 0", bw.WithFaultInjection(-1e-9), false},
@@ -34,6 +37,8 @@ func TestBreakerOptionBounds(t *testing.T) {
 		{"fault rate above 1", bw.WithFaultInjection(1 + 1e-9), false},
 		{"0 keys", bw.WithKeyLimits(0, time.Minute), false},
 		{"1 key", bw.WithKeyLimits(1, time.Minute), true},
+		{"2^28 keys", bw.WithKeyLimits(1<<28, time.Minute), true},
+		{"2^28+1 keys", bw.WithKeyLimits(1<<28+1, time.Minute), false},
 		{"idle TTL 0", bw.WithKeyLimits(10, 0), false},
 		{"idle TTL 1ns", bw.WithKeyLimits(10, time.Nanosecond), true},
 	} {
