@@ -112,17 +112,10 @@ func (c *deadlineCtx) Value(key any) any {
 	return c.make().Value(key)
 }
 
-// timeoutCause returns c's cause when its deadline ended it, else nil.
+// timeoutCause returns the cause of c, whose deadline is shared, when its
+// deadline ended it, else nil: the shared context's own cause may not be
+// set yet when c's clock says the deadline has passed.
 func (c *deadlineCtx) timeoutCause() error {
-	if c.share == nil {
-		if c.Err() == nil {
-			return nil
-		}
-		if cause := context.Cause(c.make()); cause == ErrAttemptTimeout || cause == ErrCallTimeout {
-			return cause
-		}
-		return nil
-	}
 	if c.Err() == context.DeadlineExceeded {
 		return c.cause()
 	}

@@ -173,8 +173,8 @@ func TestDeadlineCtxErrWithoutDone(t *testing.T) {
 		if err := c.Err(); err != context.DeadlineExceeded {
 			t.Fatalf("Err at the deadline: %v", err)
 		}
-		if c.timeoutCause() != ErrAttemptTimeout {
-			t.Errorf("timeoutCause %v", c.timeoutCause())
+		if timeoutCause(c) != ErrAttemptTimeout {
+			t.Errorf("timeoutCause %v", timeoutCause(c))
 		}
 	})
 }

@@ -11,7 +11,7 @@ import (
 // timeoutCause returns ErrAttemptTimeout or ErrCallTimeout when ctx ended
 // because of one of them, else nil.
 func timeoutCause(ctx context.Context) error {
-	if c, ok := ctx.(*deadlineCtx); ok {
+	if c, ok := ctx.(*deadlineCtx); ok && c.share != nil {
 		return c.timeoutCause()
 	}
 	if ctx.Err() == nil {
