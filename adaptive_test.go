@@ -204,6 +204,20 @@ func TestAIMDBoundaries(t *testing.T) {
 	})
 }
 
+// A Gradient limit, like AIMD, learns from a window in which exactly half
+// of it was in use: at a steady latency it grows once (by its queue of 1,
+// unsmoothed), then finds less than half in use and stays.
+func TestGradientGrowsAtExactlyHalf(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		one := func(float64) float64 { return 1 }
+		b := newBulkhead(t, 10, bw.WithMaxQueue(100), bw.WithMaxWait(time.Hour),
+			bw.WithAdaptiveLimit(bw.Gradient{Smoothing: 1, QueueSize: one, ProbeInterval: time.Hour}))
+		if l := drive(b, 5, 10*time.Millisecond, 10*time.Second, false); l != 11 {
+			t.Errorf("5 in flight of 10 at a steady latency: limit %d, want 11 (grown once)", l)
+		}
+	})
+}
+
 // A Gradient limit whose every slot reports a drop has no latency to learn
 // from: it shrinks, never grows.
 func TestGradientAllDropped(t *testing.T) {
@@ -302,6 +316,109 @@ func TestGradientProbeDueAfterProbeInterval(t *testing.T) {
 		window(102, 20*time.Millisecond) // twice as slow, ending a minute after the first
 		if l := b.Limit(); l != 9 {
 			t.Fatalf("after a slow window when the probe is due: limit %d, want √93 = 9", l)
+		}
+	})
+}
+
+// A window with too little load to learn from leaves a Gradient limit's
+// probe due: the first window that shows queueing after it probes.
+func TestGradientLowLoadKeepsTheProbeDue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBulkhead(t, 100, bw.WithAdaptiveLimit(bw.Gradient{ProbeInterval: time.Minute}))
+		window := func(n int, hold time.Duration) {
+			slots := make([]bw.Slot, n)
+			for i := range slots {
+				s, err := b.Acquire(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				slots[i] = s
+			}
+			time.Sleep(hold)
+			for _, s := range slots {
+				s.Release()
+			}
+		}
+		window(100, 10*time.Millisecond) // long: 10 ms; the limit grows to 102; a probe is due in a minute
+		time.Sleep(time.Minute)
+		for range 10 { // 102 samples, at most 10 in flight: no load to learn from
+			window(10, 10*time.Millisecond)
+		}
+		window(2, 10*time.Millisecond)
+		if l := b.Limit(); l != 102 {
+			t.Fatalf("after a window at low load: limit %d, want 102", l)
+		}
+		window(102, 20*time.Millisecond) // twice as slow: the probe, due since the low-load window
+		if l := b.Limit(); l != 9 {
+			t.Fatalf("after a slow window with the probe due: limit %d, want √93 = 9", l)
+		}
+	})
+}
+
+// A Gradient limit at its Min measures its long-term latency afresh: an
+// upstream that became slower while the limit could shrink no further is
+// the new normal, and the limit grows again from there.
+func TestGradientAtMinRelearnsTheLatency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		one := func(float64) float64 { return 1 }
+		b := newBulkhead(t, 10, bw.WithAdaptiveLimit(bw.Gradient{Min: 10, Smoothing: 1, QueueSize: one, ProbeInterval: time.Hour}))
+		window := func(hold time.Duration, drop bool) {
+			slots := make([]bw.Slot, 10)
+			for i := range slots {
+				s, err := b.Acquire(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				slots[i] = s
+			}
+			time.Sleep(hold)
+			for i, s := range slots {
+				if drop && i == 0 {
+					s.Drop()
+				} else {
+					s.Release()
+				}
+			}
+		}
+		window(10*time.Millisecond, true) // long: 10 ms; the drop keeps the limit at its Min
+		if l := b.Limit(); l != 10 {
+			t.Fatalf("after a window with a drop: limit %d, want its Min 10", l)
+		}
+		window(20*time.Millisecond, false) // twice as slow, at Min: long becomes 20 ms
+		if l := b.Limit(); l != 11 {
+			t.Fatalf("after a slower window at Min: limit %d, want 11 (grown by its queue of 1)", l)
+		}
+	})
+}
+
+// A window up to 10 % slower than the long-term latency, 10 % included,
+// teaches it: with a LongWindow of 1 the long-term latency becomes the
+// window's, and the limit grows on.
+func TestGradientLearnsAWindowTenPercentSlower(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		one := func(float64) float64 { return 1 }
+		b := newBulkhead(t, 10, bw.WithAdaptiveLimit(bw.Gradient{LongWindow: 1, Smoothing: 1, QueueSize: one, ProbeInterval: time.Hour}))
+		window := func(n int, hold time.Duration) {
+			slots := make([]bw.Slot, n)
+			for i := range slots {
+				s, err := b.Acquire(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				slots[i] = s
+			}
+			time.Sleep(hold)
+			for _, s := range slots {
+				s.Release()
+			}
+		}
+		window(10, 10*time.Millisecond) // long: 10 ms
+		if l := b.Limit(); l != 11 {
+			t.Fatalf("after the first window: limit %d, want 11", l)
+		}
+		window(11, 11*time.Millisecond) // exactly 10 % slower
+		if l := b.Limit(); l != 12 {
+			t.Fatalf("after a window 10 %% slower: limit %d, want 12 (the latency learnt, grown by 1)", l)
 		}
 	})
 }
