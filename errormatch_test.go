@@ -28,6 +28,8 @@ func TestTimeoutsMatchAfterRetries(t *testing.T) {
 		{"attempt timeouts, retried", []bw.Option{bw.WithAttemptTimeout(time.Second), bw.WithMaxAttempts(3)}, bw.ErrAttemptTimeout, 3},
 		{"call timeout after retries", []bw.Option{bw.WithCallTimeout(2500 * time.Millisecond), bw.WithAttemptTimeout(time.Second), bw.WithMaxAttempts(5)}, bw.ErrCallTimeout, 3},
 		{"a short call timeout alone", []bw.Option{bw.WithCallTimeout(2 * time.Second)}, bw.ErrCallTimeout, 1},
+		// The last attempt's timeout ends with the call's: the call ran out of time.
+		{"call timeout at the last attempt's end", []bw.Option{bw.WithCallTimeout(2010 * time.Millisecond), bw.WithAttemptTimeout(time.Second), bw.WithMaxAttempts(2)}, bw.ErrCallTimeout, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -102,4 +104,23 @@ func TestRetryAfterIsNeverZero(t *testing.T) {
 			t.Errorf("another error: RetryAfter = %s, %v", d, ok)
 		}
 	})
+}
+
+// An error of the upstream's comes back as it is after one attempt, as a
+// bare http.Client would return it, and inside an *Error counting the
+// attempts after several.
+func TestUpstreamErrorAfterOneAttemptAndAfterSeveral(t *testing.T) {
+	boom := errors.New("boom")
+	base := bw.RoundTripperFunc(func(*http.Request) (*http.Response, error) { return nil, boom })
+	for _, attempts := range []int{1, 3} {
+		tr := newTransport(t, base, bw.WithMaxAttempts(attempts), bw.WithBackoff(bw.Constant(0)), bw.WithoutRetryBudget())
+		r := get(tr)
+		var e *bw.Error
+		switch {
+		case attempts == 1 && r.err != boom:
+			t.Errorf("after 1 attempt: %v, want the upstream's error itself", r.err)
+		case attempts > 1 && (!errors.Is(r.err, boom) || !errors.As(r.err, &e) || e.Attempts != attempts):
+			t.Errorf("after %d attempts: %v (%+v), want an *Error of %d attempts wrapping the upstream's", attempts, r.err, e, attempts)
+		}
+	}
 }
