@@ -52,7 +52,7 @@ func TestRetryWaitAgainstTheDeadline(t *testing.T) {
 		name     string
 		first    breakwatertest.Step
 		wait     time.Duration
-		deadline string // "call timeout" or "context"
+		deadline string // "call timeout", "context", or both with one "first"
 		retried  bool
 	}{
 		{"error, wait equals the call timeout left", reset, left, "call timeout", false},
@@ -60,6 +60,9 @@ func TestRetryWaitAgainstTheDeadline(t *testing.T) {
 		{"error, wait longer than the time left", reset, left + time.Nanosecond, "call timeout", false},
 		{"error, wait just shorter than the call timeout left", reset, left - time.Nanosecond, "call timeout", true},
 		{"error, wait just shorter than the context's time left", reset, left - time.Nanosecond, "context", true},
+		{"error, wait equals the call timeout left, the context's later", reset, left, "call timeout first", false},
+		{"error, wait equals the context's time left, the call timeout later", reset, left, "context first", false},
+		{"error, wait just shorter than the call timeout left, the context's later", reset, left - time.Nanosecond, "call timeout first", true},
 		{"503, wait equals the call timeout left", unavailable, left, "call timeout", false},
 		{"503, wait equals the context's time left", unavailable, left, "context", false},
 		// The 503 is drained for up to 20 ms (Transport's doc) before the wait.
@@ -71,12 +74,21 @@ func TestRetryWaitAgainstTheDeadline(t *testing.T) {
 				u := breakwatertest.NewPipeUpstream(t, c.first, breakwatertest.Step{})
 				opts := []bw.Option{bw.WithBackoff(bw.Constant(c.wait)), bw.WithAttemptTimeout(time.Second)}
 				ctx := context.Background()
-				if c.deadline == "call timeout" {
-					opts = append(opts, bw.WithCallTimeout(left))
-				} else {
-					opts = append(opts, bw.WithCallTimeout(0))
+				callTimeout, ctxTimeout := time.Duration(0), time.Duration(0)
+				switch c.deadline {
+				case "call timeout":
+					callTimeout = left
+				case "context":
+					ctxTimeout = left
+				case "call timeout first":
+					callTimeout, ctxTimeout = left, left+time.Hour
+				case "context first":
+					callTimeout, ctxTimeout = left+time.Hour, left
+				}
+				opts = append(opts, bw.WithCallTimeout(callTimeout))
+				if ctxTimeout > 0 {
 					var cancel context.CancelFunc
-					ctx, cancel = context.WithTimeout(ctx, left)
+					ctx, cancel = context.WithTimeout(ctx, ctxTimeout)
 					defer cancel()
 				}
 				tr := newTransport(t, u.Transport(), opts...)
