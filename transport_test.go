@@ -226,6 +226,22 @@ func TestDiscardedResponsesKeepTheConnection(t *testing.T) {
 	})
 }
 
+// The bounds of the retry options are inclusive: 1000 attempts are
+// accepted, 1001 refused; a retry budget needs a window longer than 0.
+func TestTransportOptionBounds(t *testing.T) {
+	if _, err := bw.NewTransport(bw.WithMaxAttempts(1000)); err != nil {
+		t.Errorf("1000 attempts: %v", err)
+	}
+	for name, opts := range map[string][]bw.Option{
+		"1001 attempts":           {bw.WithMaxAttempts(1001)},
+		"a budget without window": {bw.WithRetryBudget(0.1, 1, 0)},
+	} {
+		if _, err := bw.NewTransport(opts...); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
 func TestTransportOptionErrors(t *testing.T) {
 	for name, opts := range map[string][]bw.Option{
 		"attempt > call":   {bw.WithCallTimeout(time.Second), bw.WithAttemptTimeout(2 * time.Second)},
