@@ -1,7 +1,9 @@
 package breakwater_test
 
 import (
+	"context"
 	"errors"
+	"net/http"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -20,6 +22,23 @@ func TestCallTimeoutBoundsAnAttemptWithoutItsOwnTimeout(t *testing.T) {
 		r := get(tr)
 		if !errors.Is(r.err, bw.ErrCallTimeout) || time.Since(start) != 2*time.Second {
 			t.Fatalf("%+v after %s, want ErrCallTimeout after 2s", r, time.Since(start))
+		}
+	})
+}
+
+// Without a call timeout, an attempt keeps its default timeout of 10 s: a
+// hanging upstream costs each attempt 10 s, not forever.
+func TestAttemptTimeoutStaysWithoutACallTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Hang: true})
+		tr := newTransport(t, u.Transport(), bw.WithCallTimeout(0), bw.WithMaxAttempts(1))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, breakwatertest.PipeURL+"/", nil)
+		start := time.Now()
+		r := do(tr, req)
+		if !errors.Is(r.err, bw.ErrAttemptTimeout) || time.Since(start) != 10*time.Second {
+			t.Fatalf("%+v after %s, want ErrAttemptTimeout after 10s", r, time.Since(start))
 		}
 	})
 }
