@@ -226,15 +226,24 @@ func TestDiscardedResponsesKeepTheConnection(t *testing.T) {
 	})
 }
 
-// The bounds of the retry options are inclusive: 1000 attempts are
-// accepted, 1001 refused; a retry budget needs a window longer than 0.
+// The bounds of the options are inclusive: 1000 attempts and 2^28 keys
+// are accepted, one more refused; a retry budget and an idle TTL must be
+// longer than 0.
 func TestTransportOptionBounds(t *testing.T) {
-	if _, err := bw.NewTransport(bw.WithMaxAttempts(1000)); err != nil {
-		t.Errorf("1000 attempts: %v", err)
+	for name, opts := range map[string][]bw.Option{
+		"1000 attempts":   {bw.WithMaxAttempts(1000)},
+		"2^28 keys":       {bw.WithKeyLimits(1<<28, time.Minute)},
+		"a 1 ns idle TTL": {bw.WithKeyLimits(10, time.Nanosecond)},
+	} {
+		if _, err := bw.NewTransport(opts...); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 	for name, opts := range map[string][]bw.Option{
 		"1001 attempts":           {bw.WithMaxAttempts(1001)},
 		"a budget without window": {bw.WithRetryBudget(0.1, 1, 0)},
+		"2^28 + 1 keys":           {bw.WithKeyLimits(1<<28+1, time.Minute)},
+		"no idle TTL":             {bw.WithKeyLimits(10, 0)},
 	} {
 		if _, err := bw.NewTransport(opts...); err == nil {
 			t.Errorf("%s: no error", name)
