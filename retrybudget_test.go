@@ -1,6 +1,7 @@
 package breakwater_test
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"testing/synctest"
@@ -64,4 +65,26 @@ func TestRetryBudgetRefund(t *testing.T) {
 			})
 		})
 	}
+}
+
+// Calls allowed a single attempt add nothing to the retry budget: after
+// ten of them, a budget of ratio 0.5 and no floor holds no retry for the
+// next call (its own half a retry is not one).
+func TestRetryBudgetCountsOnlyCallsThatMayRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 503})
+		tr := newTransport(t, u.Transport(), bw.WithRetryBudget(0.5, 0, 10*time.Second), bw.WithMaxAttempts(3),
+			bw.WithBackoff(bw.Constant(0)))
+		once := bw.WithRequestPolicy(context.Background(), bw.RequestPolicy{MaxAttempts: 1})
+		for range 10 {
+			req, _ := http.NewRequestWithContext(once, http.MethodGet, breakwatertest.PipeURL+"/", nil)
+			if r := do(tr, req); r.status != 503 {
+				t.Fatalf("a call of one attempt: %+v", r)
+			}
+		}
+		before := u.Count()
+		if r := get(tr); r.status != 503 || u.Count()-before != 1 {
+			t.Fatalf("%+v after %d attempts, want the 503 after 1", r, u.Count()-before)
+		}
+	})
 }

@@ -201,6 +201,8 @@ func WithBodyBuffering(max int64) Option {
 // WithRetryBudget limits retries per key to ratio × calls plus floor
 // retries per second, over a sliding window, so that an outage cannot
 // multiply the load on an upstream; a retry that succeeds is given back.
+// Only calls that may retry count: one whose [RequestPolicy] allows a
+// single attempt adds nothing to the budget.
 // It configures [NewTransport] and [RetryStage]. Defaults: 0.2, 3 per
 // second, 10 s.
 func WithRetryBudget(ratio, floor float64, window time.Duration) Option {
