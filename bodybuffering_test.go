@@ -39,3 +39,16 @@ func TestBodyBufferingLimit(t *testing.T) {
 		})
 	}
 }
+
+// Without WithBodyBuffering nothing is buffered: a body without GetBody,
+// even an empty one, is sent once and not retried.
+func TestNoBodyBufferingByDefault(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 503}, breakwatertest.Step{})
+		tr := newTransport(t, u.Transport())
+		req, _ := http.NewRequest(http.MethodPut, breakwatertest.PipeURL+"/", onlyReader{strings.NewReader("")})
+		if r := do(tr, req); r.err != nil || r.status != 503 || u.Count() != 1 {
+			t.Fatalf("%+v after %d requests, want the 503 after 1", r, u.Count())
+		}
+	})
+}
