@@ -503,3 +503,34 @@ func TestExplainFailover(t *testing.T) {
 		t.Fatalf("Explain:\n%s\nwant it to contain:\n%s", got, want)
 	}
 }
+
+// An ejection that ended is probed by the next attempt that can be
+// repeated elsewhere, with failover alone (no hedging): a GET brings the
+// endpoint back once its ejection (1 s, plus up to 10 % jitter) is over.
+func TestFailoverProbesAfterTheEjection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var badSeen atomic.Int64
+		u := breakwatertest.NewPipeUpstreamFunc(t, func(_ int, r *http.Request) breakwatertest.Step {
+			if r.Host == "bad.test" && badSeen.Add(1) == 1 {
+				return breakwatertest.Step{Status: 500}
+			}
+			return breakwatertest.Step{}
+		})
+		tr := newTransport(t, u.Transport(), bw.WithFailover(bw.Failover{
+			Endpoints:   []string{"http://bad.test", "http://good1.test", "http://good2.test"},
+			Consecutive: 1, Ejection: time.Second,
+		}))
+		for i := range 3 {
+			if r := get(tr); r.status != 200 {
+				t.Fatalf("call %d: %+v", i, r)
+			}
+		}
+		if badSeen.Load() != 1 {
+			t.Fatalf("bad.test got %d requests, want 1 (then ejected)", badSeen.Load())
+		}
+		time.Sleep(1200 * time.Millisecond)
+		if r := get(tr); r.status != 200 || badSeen.Load() != 2 {
+			t.Fatalf("%+v; bad.test got %d requests, want its probe (2)", r, badSeen.Load())
+		}
+	})
+}
