@@ -521,3 +521,30 @@ func TestExplainHedging(t *testing.T) {
 		t.Fatalf("Explain:\n%s", got)
 	}
 }
+
+// Calls allowed a single attempt cannot be hedged, and add nothing to the
+// hedge budget: after ten of them, a budget of 0.5 holds no hedge for the
+// next slow call (its own half a hedge is not one).
+func TestHedgeBudgetCountsOnlyHedgeableCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstreamFunc(t, func(_ int, r *http.Request) breakwatertest.Step {
+			if r.URL.Path == "/slow" {
+				return breakwatertest.Step{Delay: time.Second}
+			}
+			return breakwatertest.Step{}
+		})
+		tr := newTransport(t, u.Transport(), bw.WithHedging(bw.Hedging{Delay: 100 * time.Millisecond, Budget: 0.5}))
+		once := bw.WithRequestPolicy(context.Background(), bw.RequestPolicy{MaxAttempts: 1})
+		for range 10 {
+			req, _ := http.NewRequestWithContext(once, http.MethodGet, breakwatertest.PipeURL+"/", nil)
+			if r := do(tr, req); r.status != 200 {
+				t.Fatalf("a call of one attempt: %+v", r)
+			}
+		}
+		before := u.Count()
+		req, _ := http.NewRequest(http.MethodGet, breakwatertest.PipeURL+"/slow", nil)
+		if r := do(tr, req); r.status != 200 || u.Count()-before != 1 {
+			t.Fatalf("%+v after %d requests, want the answer of 1, unhedged", r, u.Count()-before)
+		}
+	})
+}
