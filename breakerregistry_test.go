@@ -148,3 +148,46 @@ func TestBreakersSweepRacingUse(t *testing.T) {
 		}
 	})
 }
+
+// A closed breaker that counted a failure within its policy's window holds
+// state worth keeping: a new key evicts a clean breaker rather than it.
+// Once the window has passed since the failure, it is as good as new, and
+// the hand evicts whichever it meets first: the failing one here.
+func TestBreakersKeepRecentFailuresOverCleanOnes(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		after   time.Duration
+		evicted string
+	}{
+		{"failure just now", 0, "clean"},
+		{"failure a window less 1ns ago", 10*time.Second - time.Nanosecond, "clean"},
+		{"failure a window ago", 10 * time.Second, "failed"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				bs := newBreakers(t, bw.WithKeyLimits(2, time.Hour), bw.WithPolicy(bw.Window(5, 10*time.Second)))
+				done := func(key string, cat bw.Category) {
+					p, err := bs.Get(key).Allow()
+					if err != nil {
+						t.Fatal(err)
+					}
+					p.Done(bw.Outcome{Category: cat})
+				}
+				time.Sleep(time.Second) // the registry's clock past 0, its "no failure"
+				// Each key used twice, so that the hand gives both a second
+				// chance alike; "failed" first, so that the hand meets it first.
+				done("failed", bw.ServerError)
+				done("failed", bw.Success)
+				done("clean", bw.Success)
+				done("clean", bw.Success)
+				time.Sleep(c.after)
+				bs.Get("new")
+				for _, k := range []string{"clean", "failed"} {
+					if _, ok := bs.Lookup(k); ok == (k == c.evicted) {
+						t.Errorf("%s there: %v, want %s evicted", k, ok, c.evicted)
+					}
+				}
+			})
+		})
+	}
+}
