@@ -32,10 +32,11 @@ func (c *call) deadlineAt(now int64) (dl int64, cause error) {
 // its outcome is settled: the breaker's permit (a half-open probe lease),
 // its concurrency slot, its endpoint's in-flight count and probe
 // (failover), and its own context (in hold, its one allocation, which also
-// wraps the response body). What it holds is given back on one path per
-// outcome: release when it is refused, fails, loses a race or is retried
-// (after drain), handOver when its response goes to the caller, whose
-// response body gives it back when it ends.
+// holds the request copy that carries the context and wraps the response
+// body). What it holds is given back on one path per outcome: release when
+// it is refused, fails, loses a race or is retried (after drain), handOver
+// when its response goes to the caller, whose response body gives it back
+// when it ends.
 type attemptResult struct {
 	req    *http.Request // as sent; nil when the attempt was not made
 	resp   *http.Response
@@ -216,20 +217,21 @@ func (t *Transport) admit(c *call, r *attemptResult, hedge, racing bool) bool {
 		return false
 	}
 	r.ctx = withAttempt(c.ctx, c.attempts)
-	if own != 0 || racing {
-		r.hold = newHold(t.obs != nil)
-		r.hold.ctx.init(r.ctx, &t.start, own, cause)
-		if at := shared(r.start, own); at != 0 && !racing && r.ctx.Done() == nil {
-			r.hold.ctx.dl, r.hold.ctx.share = at, t.share
-		}
-		r.ctx = &r.hold.ctx
-	}
 	areq := c.req
-	if r.ctx != c.ctx || body != nil {
-		areq = c.req.WithContext(r.ctx) // a request copy only when something changed
-		if body != nil {
-			areq.Body = body
+	if own != 0 || racing {
+		h := newHold(t.obs != nil)
+		h.ctx.init(r.ctx, &t.start, own, cause)
+		if at := shared(r.start, own); at != 0 && !racing && r.ctx.Done() == nil {
+			h.ctx.dl, h.ctx.share = at, t.share
 		}
+		r.hold, r.ctx = h, &h.ctx
+		h.req = *c.req.WithContext(r.ctx) // inlined: the copy is made in h
+		areq = &h.req
+	} else if r.ctx != c.ctx || body != nil {
+		areq = c.req.WithContext(r.ctx) // a request copy only when something changed
+	}
+	if body != nil {
+		areq.Body = body
 	}
 	if r.ep != nil {
 		areq = r.ep.rewrite(areq)

@@ -29,9 +29,11 @@ type trackedBody struct {
 }
 
 // hold is the one allocation of an attempt with a context of its own: the
-// context and the wrapper of its response body.
+// context, the copy of the request that carries it, and the wrapper of its
+// response body.
 type hold struct {
 	ctx  deadlineCtx
+	req  http.Request
 	body trackedBody
 }
 
