@@ -17,15 +17,15 @@ func (c *call) closeBody() {
 
 // deadlineAt returns the deadline of an attempt starting at now (Transport
 // nanoseconds), the attempt timeout's or the call's, whichever comes first,
-// with the matching cause; 0 when there is none.
-func (c *call) deadlineAt(now int64) (dl int64, cause error) {
-	dl, cause = c.dl, ErrCallTimeout
+// and whether it is the attempt timeout's; 0 when there is none.
+func (c *call) deadlineAt(now int64) (dl int64, attempt bool) {
+	dl = c.dl
 	if d := c.pol.AttemptTimeout; d > 0 {
 		if a := now + int64(d); dl == 0 || a < dl {
-			dl, cause = a, ErrAttemptTimeout
+			dl, attempt = a, true
 		}
 	}
-	return dl, cause
+	return dl, attempt
 }
 
 // attemptResult is one attempt, its result, and everything it holds until
@@ -196,10 +196,10 @@ func (t *Transport) admit(c *call, r *attemptResult, hedge, racing bool) bool {
 	if c.attempts > 1 || r.waited {
 		r.start = t.now()
 	}
-	own, cause := c.deadlineAt(r.start)
+	own, byAttempt := c.deadlineAt(r.start)
 	err = c.ctx.Err()
 	if err == nil && own != 0 && r.start >= own {
-		err = timedOut(cause, context.DeadlineExceeded)
+		err = timedOut(deadlineCause(byAttempt), context.DeadlineExceeded)
 	}
 	if err != nil {
 		// The deadline passed, or the caller gave up, while the attempt
@@ -220,7 +220,7 @@ func (t *Transport) admit(c *call, r *attemptResult, hedge, racing bool) bool {
 	areq := c.req
 	if own != 0 || racing {
 		h := newHold(t.obs != nil)
-		h.ctx.init(r.ctx, &t.start, own, cause)
+		h.ctx.init(r.ctx, &t.start, own, byAttempt)
 		if at := shared(r.start, own); at != 0 && !racing && r.ctx.Done() == nil {
 			h.ctx.dl, h.ctx.share = at, t.share
 		}

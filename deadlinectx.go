@@ -60,15 +60,19 @@ var closedChan = func() chan struct{} {
 // stageEpoch is the origin of the timeout stages' deadlines.
 var stageEpoch = time.Now()
 
-// init makes c a context of parent that ends at dl with cause, which is
-// ErrCallTimeout or ErrAttemptTimeout.
-func (c *deadlineCtx) init(parent context.Context, origin *time.Time, dl int64, cause error) {
-	c.parent, c.origin, c.dl, c.attempt = parent, origin, dl, cause == ErrAttemptTimeout
+// init makes c a context of parent that ends at dl with
+// ErrAttemptTimeout as its cause when attempt, else ErrCallTimeout.
+func (c *deadlineCtx) init(parent context.Context, origin *time.Time, dl int64, attempt bool) {
+	c.parent, c.origin, c.dl, c.attempt = parent, origin, dl, attempt
 }
 
 // cause is what ends c at its deadline.
-func (c *deadlineCtx) cause() error {
-	if c.attempt {
+func (c *deadlineCtx) cause() error { return deadlineCause(c.attempt) }
+
+// deadlineCause is what ends a context at an attempt timeout's deadline
+// when attempt, else at a call timeout's.
+func deadlineCause(attempt bool) error {
+	if attempt {
 		return ErrAttemptTimeout
 	}
 	return ErrCallTimeout

@@ -17,7 +17,7 @@ func newDeadlineCtx(parent context.Context, d time.Duration) (*deadlineCtx, cont
 	origin := time.Now()
 	dl := origin.Add(d)
 	c := &deadlineCtx{}
-	c.init(parent, &origin, int64(d), ErrAttemptTimeout)
+	c.init(parent, &origin, int64(d), true)
 	std, cancel := context.WithDeadlineCause(parent, dl, ErrAttemptTimeout)
 	return c, std, cancel
 }
@@ -148,7 +148,7 @@ func TestDeadlineCtxChildren(t *testing.T) {
 func TestDeadlineCtxCancelRacesMake(t *testing.T) {
 	for range 200 {
 		c := &deadlineCtx{}
-		c.init(context.Background(), &stageEpoch, int64(time.Since(stageEpoch)+time.Hour), errTestCause)
+		c.init(context.Background(), &stageEpoch, int64(time.Since(stageEpoch)+time.Hour), false)
 		var wg sync.WaitGroup
 		wg.Go(func() { _ = c.Done() })
 		wg.Go(c.cancel)

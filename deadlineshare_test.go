@@ -13,7 +13,7 @@ import (
 func newSharedCtx(s *deadlineShare, origin *time.Time, parent context.Context, d time.Duration) *deadlineCtx {
 	now := int64(time.Since(*origin))
 	c := &deadlineCtx{}
-	c.init(parent, origin, now+int64(d), ErrAttemptTimeout)
+	c.init(parent, origin, now+int64(d), true)
 	if at := shared(now, c.dl); at != 0 {
 		c.dl, c.share = at, s
 	}
@@ -57,7 +57,7 @@ func TestSharedDeadline(t *testing.T) {
 			t.Errorf("values %v %v: each must keep its parent's", a.Value(errTestCause), b.Value(errTestCause))
 		}
 		other := &deadlineCtx{}
-		other.init(context.Background(), &origin, a.dl, ErrCallTimeout)
+		other.init(context.Background(), &origin, a.dl, false)
 		other.share = s
 		if other.Done() == a.Done() {
 			t.Errorf("a call timeout shares the context of an attempt timeout")

@@ -46,14 +46,16 @@ func isTimeoutError(err error) bool {
 // CallTimeout is a timeout stage for the outside of a retry stage: one
 // deadline over everything inside it, response body included, ending with
 // cause [ErrCallTimeout]. d <= 0 makes it a pass-through.
-func CallTimeout(d time.Duration) Stage { return timeoutStage(d, ErrCallTimeout) }
+func CallTimeout(d time.Duration) Stage { return timeoutStage(d, false) }
 
 // AttemptTimeout is a timeout stage for the inside of a retry stage: a
 // deadline over one attempt, response body included, ending with cause
 // [ErrAttemptTimeout]. d <= 0 makes it a pass-through.
-func AttemptTimeout(d time.Duration) Stage { return timeoutStage(d, ErrAttemptTimeout) }
+func AttemptTimeout(d time.Duration) Stage { return timeoutStage(d, true) }
 
-func timeoutStage(d time.Duration, cause error) Stage {
+// timeoutStage is a timeout stage of d, an attempt timeout's when attempt,
+// else a call timeout's.
+func timeoutStage(d time.Duration, attempt bool) Stage {
 	return func(next http.RoundTripper) http.RoundTripper {
 		if d <= 0 {
 			return next
@@ -63,7 +65,7 @@ func timeoutStage(d time.Duration, cause error) Stage {
 				return next.RoundTrip(req)
 			}
 			h := &hold{} // the context and the body wrapper, in one allocation
-			h.ctx.init(req.Context(), &stageEpoch, int64(time.Since(stageEpoch)+d), cause)
+			h.ctx.init(req.Context(), &stageEpoch, int64(time.Since(stageEpoch)+d), attempt)
 			resp, err := next.RoundTrip(req.WithContext(&h.ctx))
 			if err == nil {
 				if err = refuseUnsolicitedUpgrade(req, resp); err != nil {
