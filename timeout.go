@@ -64,9 +64,10 @@ func timeoutStage(d time.Duration, attempt bool) Stage {
 			if isUpgrade(req) { // the connection outlives the call
 				return next.RoundTrip(req)
 			}
-			h := &hold{} // the context and the body wrapper, in one allocation
+			h := &hold{} // the context, the request and the body wrapper, in one allocation
 			h.ctx.init(req.Context(), &stageEpoch, int64(time.Since(stageEpoch)+d), attempt)
-			resp, err := next.RoundTrip(req.WithContext(&h.ctx))
+			h.req = *req.WithContext(&h.ctx) // inlined: the copy is made in h
+			resp, err := next.RoundTrip(&h.req)
 			if err == nil {
 				if err = refuseUnsolicitedUpgrade(req, resp); err != nil {
 					resp = nil
