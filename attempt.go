@@ -144,7 +144,7 @@ func (t *Transport) handOver(c *call, a *attemptResult) *http.Response {
 
 // attempt makes one attempt: admission by the breaker, the pause gate, the
 // rate limit and the bulkhead, then the base transport under the attempt's
-// context.
+// context, into r, which is zero.
 func (t *Transport) attempt(c *call, r *attemptResult) {
 	if t.admit(c, r, false, false) {
 		r.primary = c.hedge != nil
@@ -158,9 +158,10 @@ func (t *Transport) attempt(c *call, r *attemptResult) {
 // call's deadline (a hedge never waits), the request with a replayed body,
 // and the attempt's context (always cancellable when racing), into r. It
 // reports false with the refusal in r when the attempt is not to be made;
-// r then holds at most its permit, which release gives back.
+// r then holds at most its permit, which release gives back. r is zero
+// when admit is called.
 func (t *Transport) admit(c *call, r *attemptResult, hedge, racing bool) bool {
-	*r = attemptResult{ctx: c.ctx, n: c.attempts, key: c.key, name: c.name, hs: c.hedge}
+	r.ctx, r.n, r.key, r.name, r.hs = c.ctx, c.attempts, c.key, c.name, c.hedge
 	permit, err := t.allow(c, r)
 	if err != nil {
 		if !c.sent {

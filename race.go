@@ -9,7 +9,8 @@ import (
 
 // round runs one round of the retry loop: one attempt, or, for a call that
 // may be hedged, a race of the attempt and its hedges when a hedge could
-// be sent (a delay is known, the budget has room, attempts are left).
+// be sent (a delay is known, the budget has room, attempts are left). a is
+// zero when round is called.
 func (t *Transport) round(c *call, a *attemptResult) {
 	if hs := c.hedge; hs != nil && c.attempts < c.pol.MaxAttempts {
 		now := t.now()

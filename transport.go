@@ -391,8 +391,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
-	c := call{t: t, req: req, ctx: req.Context(), key: key, pol: t.policy(req), start: t.now()}
-	c.name = c.key
+	var c call // set field by field: a literal would be built aside and copied
+	c.t, c.req, c.ctx, c.key, c.name = t, req, req.Context(), key, key
+	c.pol, c.start = t.policy(req), t.now()
 	if isUpgrade(req) { // the connection outlives the call: no timeouts
 		c.pol.CallTimeout, c.pol.AttemptTimeout = 0, 0
 	}
