@@ -220,8 +220,10 @@ func (t *Transport) charge(c *call, a *attemptResult, retry bool) {
 	}
 	p, o := a.permit, a.o
 	v := t.breakers.cfg.judge(o.Category)
-	if dp, do, ok := c.melt.take(); ok {
-		p, o, v = dp, do, failure
+	if c.melt != nil {
+		if dp, do, ok := c.melt.take(); ok {
+			p, o, v = dp, do, failure
+		}
 	}
 	switch {
 	case v == failure && retry && !t.cfg.chargePerAttempt && !p.probe():
@@ -296,6 +298,8 @@ func (t *Transport) decide(c *call, a *attemptResult, now int64) (wait time.Dura
 	switch {
 	case o.Category == Rejected || o.Category == Canceled:
 		return 0, false, false, nil
+	case resp != nil && t.cfg.retryIf == nil && !o.Category.Retryable():
+		return 0, false, false, nil // an answer to return (outOfTime matters only to errors)
 	case c.ctx.Err() != nil:
 		return 0, false, false, nil
 	}
