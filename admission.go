@@ -258,5 +258,7 @@ func (l *limits) observeKey(key string, slot *Slot, resp *http.Response, o Outco
 		}
 		l.gates.Observe(key, o, h)
 	}
-	slot.judge(o)
+	if slot.held() {
+		slot.judge(o)
+	}
 }

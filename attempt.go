@@ -110,19 +110,18 @@ func (r *attemptResult) drain(d time.Duration) {
 func (t *Transport) handOver(c *call, a *attemptResult) *http.Response {
 	var tb *trackedBody
 	switch {
-	case a.hold != nil:
-		tb = a.hold.use()
-	case a.permit.lease == 0 && !a.slot.held() && a.ep == nil && t.obs == nil:
+	case a.hold == nil && a.permit.lease == 0 && !a.slot.held() && a.ep == nil && t.obs == nil:
 		return a.resp // it holds nothing
 	case untracked(a.resp):
-		r := releaser{permit: a.permit, slot: a.slot, ep: a.ep}
-		r.run(a.end)
+		a.release()
 		if t.obs != nil {
 			var end callEnd
 			t.observeEnd(c, a, &end)
 			end.report(a.end, a.ep)
 		}
 		return a.resp
+	case a.hold != nil:
+		tb = a.hold.use()
 	case t.obs != nil:
 		h := &struct {
 			trackedBody
