@@ -13,8 +13,9 @@ import (
 // Map is a bounded per-key registry. It is a leaf: it knows nothing of what
 // it holds but what weigh tells it. It is safe for concurrent use.
 //
-// Lookups of existing keys are lock-free and allocation-free: a probe of a
-// two-way cache of entries (a hash and up to two atomic loads), else a
+// Lookups of existing keys are lock-free and allocation-free: a look at
+// one entry held apart (the first key inserted, or the first after its
+// eviction: one atomic load), then a probe of a two-way cache of entries (a hash and up to two atomic loads), else a
 // sync.Map load, and, at most once between two passes of the eviction
 // hand, a compare-and-swap. Inserting a key takes a mutex and is amortised
 // O(1). The cache grows to 4 to 8 pointers per entry the map has held at
@@ -55,6 +56,11 @@ type Map[V any] struct {
 	// dropped.
 	hot  atomic.Pointer[hotTable[V]]
 	seed uint64
+	// first is the entry of a key inserted while it was nil, in front of
+	// hot: a map that serves one key (a client of one upstream) finds it
+	// without hashing. It is set and cleared under mu, by the insertion
+	// and the eviction of its entry, so it holds nil or a live entry.
+	first atomic.Pointer[Entry[V]]
 
 	mu        sync.Mutex // guards everything below, and insertions
 	ring      []*Entry[V]
@@ -163,6 +169,9 @@ const MaxKeys = 1 << 28
 
 // Get returns key's value, creating it if needed.
 func (km *Map[V]) Get(key string) V {
+	if e := km.first.Load(); e != nil && e.key == key && e.use() {
+		return e.Value
+	}
 	t, e := km.cached(key)
 	if e != nil && e.use() {
 		return e.Value
@@ -181,6 +190,9 @@ func (km *Map[V]) Get(key string) V {
 // not be lost to an eviction in between (a failure recorded at the end of a
 // call, a pause set, a slot taken).
 func (km *Map[V]) Acquire(key string) *Entry[V] {
+	if e := km.first.Load(); e != nil && e.key == key && e.pin() {
+		return e
+	}
 	t, e := km.cached(key)
 	if e != nil && e.pin() {
 		return e
@@ -240,6 +252,9 @@ func (km *Map[V]) insert(key string, pin bool) *Entry[V] {
 	km.count.Add(1)
 	km.growHotLocked()
 	km.remember(km.hot.Load(), e)
+	if km.first.Load() == nil {
+		km.first.Store(e)
+	}
 	return e
 }
 
@@ -327,6 +342,7 @@ func (km *Map[V]) evictLocked(i int, w int64) bool {
 	}
 	km.m.CompareAndDelete(e.key, e)
 	km.forget(km.hot.Load(), e)
+	km.first.CompareAndSwap(e, nil)
 	km.count.Add(-1)
 	km.ring[i] = nil
 	return true

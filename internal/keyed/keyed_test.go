@@ -69,6 +69,14 @@ func (km *Map[V]) check(t testing.TB) {
 			}
 		}
 	}
+	if e := km.first.Load(); e != nil {
+		if e.word.Load()&entryDead != 0 {
+			t.Fatalf("first holds a dead entry (%q)", e.key)
+		}
+		if got, ok := km.m.Load(e.key); !ok || got.(*Entry[V]) != e {
+			t.Fatalf("first (%q) is not the map's entry for its key", e.key)
+		}
+	}
 	if n := int(km.count.Load()); n != inRing || n != inMap {
 		t.Fatalf("count %d, %d entries in the ring, %d in the map", n, inRing, inMap)
 	}
