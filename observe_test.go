@@ -2,6 +2,7 @@ package breakwater_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -215,4 +216,69 @@ func TestCallEndsWithItsBody(t *testing.T) {
 			})
 		})
 	}
+}
+
+// Events measure durations on the Transport's clock, whatever time it had
+// run before the call: an attempt from its start to its answer; a call
+// that fails from its start to its last attempt's end, or to the caller's
+// cancel when it gave up waiting; a call refused at once lasts 0; a call
+// that returns a response lasts until its body is closed.
+func TestEventDurations(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		durations := func(kind bw.EventKind) []time.Duration {
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			var out []time.Duration
+			for _, e := range rec.events {
+				if e.Kind == kind {
+					out = append(out, e.Duration)
+				}
+			}
+			return out
+		}
+		reset := func() { rec.mu.Lock(); rec.events = nil; rec.mu.Unlock() }
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Delay: 100 * time.Millisecond, ResetBeforeHeaders: true})
+		tr := newTransport(t, u.Transport(), bw.WithObserver(rec), bw.WithoutRetryBudget(), bw.WithMaxAttempts(2),
+			bw.WithBackoff(bw.Constant(50*time.Millisecond)), bw.WithPolicy(bw.Consecutive(1)))
+		time.Sleep(time.Second) // the Transport's clock is at 1 s when the calls start
+
+		get(tr) // two resets: 0-100 ms, a wait of 50 ms, 150-250 ms
+		if a, c := durations(bw.EventAttempt), durations(bw.EventCallEnd); fmt.Sprint(a, c) != "[100ms 100ms] [250ms]" {
+			t.Fatalf("a failing call: attempts %v, call %v; want [100ms 100ms] [250ms]", a, c)
+		}
+		reset()
+		get(tr) // refused at once: the breaker opened
+		if c := durations(bw.EventCallEnd); fmt.Sprint(c) != "[0s]" {
+			t.Fatalf("a refused call: %v, want [0s]", c)
+		}
+		reset()
+
+		u.SetFunc(breakwatertest.Sequence(breakwatertest.Step{Delay: 100 * time.Millisecond, Status: 503}))
+		tr = newTransport(t, u.Transport(), bw.WithObserver(rec), bw.WithoutRetryBudget(), bw.WithMaxAttempts(2),
+			bw.WithBackoff(bw.Constant(time.Second)))
+		time.Sleep(time.Second)
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(600*time.Millisecond, cancel) // during the wait after the first 503
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, breakwatertest.PipeURL+"/", nil)
+		if r := do(tr, req); !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("%+v, want Canceled", r)
+		}
+		if c := durations(bw.EventCallEnd); fmt.Sprint(c) != "[600ms]" {
+			t.Fatalf("a call cancelled while waiting: %v, want [600ms]", c)
+		}
+		reset()
+
+		u.SetFunc(breakwatertest.Sequence(breakwatertest.Step{Delay: 100 * time.Millisecond}))
+		req, _ = http.NewRequest(http.MethodGet, breakwatertest.PipeURL+"/", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		resp.Body.Close()
+		if c := durations(bw.EventCallEnd); fmt.Sprint(c) != "[300ms]" {
+			t.Fatalf("a call whose body closed 200 ms after its answer: %v, want [300ms]", c)
+		}
+	})
 }
