@@ -268,3 +268,21 @@ func TestTransportOptionErrors(t *testing.T) {
 		}
 	}
 }
+
+// WithClassifier's classifier decides, in place of the default one: a 200
+// it calls a server error is retried.
+func TestClassifierDecides(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Header: http.Header{"X-Error": {"1"}}}, breakwatertest.Step{})
+		cl := func(resp *http.Response, err error) bw.Outcome {
+			if resp != nil && resp.Header.Get("X-Error") != "" {
+				return bw.Outcome{Category: bw.ServerError, Status: resp.StatusCode}
+			}
+			return bw.Classify(resp, err)
+		}
+		tr := newTransport(t, u.Transport(), bw.WithClassifier(cl), bw.WithBackoff(bw.Constant(0)))
+		if r := get(tr); r.err != nil || r.status != 200 || u.Count() != 2 {
+			t.Fatalf("%+v after %d requests, want the second 200 after 2", r, u.Count())
+		}
+	})
+}
