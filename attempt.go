@@ -253,7 +253,7 @@ func (t *Transport) send(r *attemptResult) {
 	r.end = t.now()
 	took := time.Duration(r.end - r.start)
 	if r.err == nil {
-		if err := refuseUnsolicitedUpgrade(r.req, r.resp); err != nil {
+		if err := refuseBadAnswer(r.req, r.resp); err != nil {
 			r.resp, r.err = nil, err
 		}
 	}

@@ -234,10 +234,19 @@ func isUpgrade(req *http.Request) bool {
 // from it could wait forever. It is a [NetworkError], retried like a reset.
 var errUnsolicitedUpgrade = errors.New("breakwater: 101 Switching Protocols to a request that did not ask to upgrade")
 
-// refuseUnsolicitedUpgrade closes resp and returns errUnsolicitedUpgrade
-// when resp switches protocols although req did not ask to; it returns nil
-// otherwise.
-func refuseUnsolicitedUpgrade(req *http.Request, resp *http.Response) error {
+// errNilResponse ends an attempt whose base RoundTripper returned neither
+// a response nor an error, breaking the [http.RoundTripper] contract, as
+// http.Client reports it. It is a [NetworkError].
+var errNilResponse = errors.New("breakwater: the base RoundTripper returned a nil response and a nil error")
+
+// refuseBadAnswer returns the error that an answer without one stands
+// for: errNilResponse for no response, errUnsolicitedUpgrade (resp's body
+// closed) when resp switches protocols although req did not ask to; it
+// returns nil otherwise.
+func refuseBadAnswer(req *http.Request, resp *http.Response) error {
+	if resp == nil {
+		return errNilResponse
+	}
 	if resp.StatusCode != http.StatusSwitchingProtocols || isUpgrade(req) {
 		return nil
 	}

@@ -69,7 +69,7 @@ func timeoutStage(d time.Duration, attempt bool) Stage {
 			h.req = *req.WithContext(&h.ctx) // inlined: the copy is made in h
 			resp, err := next.RoundTrip(&h.req)
 			if err == nil {
-				if err = refuseUnsolicitedUpgrade(req, resp); err != nil {
+				if err = refuseBadAnswer(req, resp); err != nil {
 					resp = nil
 				}
 			}

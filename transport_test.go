@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -285,4 +286,21 @@ func TestClassifierDecides(t *testing.T) {
 			t.Fatalf("%+v after %d requests, want the second 200 after 2", r, u.Count())
 		}
 	})
+}
+
+// A base RoundTripper that breaks its contract, returning neither a
+// response nor an error, fails the attempt with an error (a network
+// error, as net/http's client reports it), never a panic.
+func TestBaseWithoutAnswer(t *testing.T) {
+	base := bw.RoundTripperFunc(func(*http.Request) (*http.Response, error) { return nil, nil })
+	for name, rt := range map[string]http.RoundTripper{
+		"transport":       newTransport(t, base, bw.WithBackoff(bw.Constant(0))),
+		"attempt timeout": bw.Chain(base, bw.AttemptTimeout(time.Second)),
+	} {
+		var r result
+		mustNotPanic(t, name, func() { r = get(rt) })
+		if r.err == nil || !strings.Contains(r.err.Error(), "nil response") {
+			t.Errorf("%s: %+v, want an error for the nil response", name, r)
+		}
+	}
 }
