@@ -304,3 +304,17 @@ func TestBaseWithoutAnswer(t *testing.T) {
 		}
 	}
 }
+
+// A status below 100, which no HTTP server sends but a base RoundTripper
+// might, is a server error: retried, and returned when the attempts run out.
+func TestStatusBelow100IsAServerError(t *testing.T) {
+	n := 0
+	base := bw.RoundTripperFunc(func(*http.Request) (*http.Response, error) {
+		n++
+		return &http.Response{StatusCode: 99, Body: http.NoBody, Header: http.Header{}}, nil
+	})
+	tr := newTransport(t, base, bw.WithBackoff(bw.Constant(0)), bw.WithMaxAttempts(3), bw.WithoutRetryBudget())
+	if r := get(tr); r.err != nil || r.status != 99 || n != 3 {
+		t.Fatalf("%+v after %d attempts, want the 99 after 3", r, n)
+	}
+}
