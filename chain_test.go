@@ -82,6 +82,18 @@ func TestRetryablehttpPolicies(t *testing.T) {
 			t.Fatalf("POST: %+v after %d requests", r, u.Count())
 		}
 	})
+	t.Run("RetryIf retries what the categories would not", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 404}, breakwatertest.Step{})
+			tr := newTransport(t, u.Transport(), bw.WithBackoff(bw.Constant(0)),
+				bw.WithRetryIf(func(_ context.Context, resp *http.Response, _ error) (bool, error) {
+					return resp != nil && resp.StatusCode == 404, nil // not there yet: eventually consistent
+				}))
+			if r := get(tr); r.status != 200 || u.Count() != 2 {
+				t.Fatalf("%+v after %d requests, want the 200 after 2", r, u.Count())
+			}
+		})
+	})
 	t.Run("an error from RetryIf ends the call", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 500})
