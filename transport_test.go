@@ -318,3 +318,17 @@ func TestStatusBelow100IsAServerError(t *testing.T) {
 		t.Fatalf("%+v after %d attempts, want the 99 after 3", r, n)
 	}
 }
+
+// Observers see a 400 as the client's error, a 399 as a success.
+func TestAttemptCategoriesAtThe400Boundary(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 399}, breakwatertest.Step{Status: 400})
+		rec := &recorder{}
+		tr := newTransport(t, u.Transport(), bw.WithMaxAttempts(1), bw.WithObserver(rec))
+		get(tr)
+		get(tr)
+		if got, want := rec.kinds(), "call_start attempt(1,success) call_end(1,success) call_start attempt(1,client_error) call_end(1,client_error)"; got != want {
+			t.Fatalf("events:\n got %s\nwant %s", got, want)
+		}
+	})
+}
