@@ -229,22 +229,31 @@ func TestDiscardedResponsesKeepTheConnection(t *testing.T) {
 
 // The bounds of the options are inclusive: 1000 attempts and 2^28 keys
 // are accepted, one more refused; a retry budget and an idle TTL must be
-// longer than 0.
+// longer than 0, and the budget's floor × window under 10^12; a breaker
+// window that tolerates failures must be wider than a failing call's waits.
 func TestTransportOptionBounds(t *testing.T) {
+	waits := []bw.Option{bw.WithMaxAttempts(5), bw.WithBackoff(bw.Constant(time.Second))} // 4 s of waits per failing call
 	for name, opts := range map[string][]bw.Option{
-		"1000 attempts":   {bw.WithMaxAttempts(1000)},
-		"2^28 keys":       {bw.WithKeyLimits(1<<28, time.Minute)},
-		"a 1 ns idle TTL": {bw.WithKeyLimits(10, time.Nanosecond)},
+		"1000 attempts":                      {bw.WithMaxAttempts(1000)},
+		"2^28 keys":                          {bw.WithKeyLimits(1<<28, time.Minute)},
+		"1 key":                              {bw.WithKeyLimits(1, time.Minute)},
+		"a 1 ns idle TTL":                    {bw.WithKeyLimits(10, time.Nanosecond)},
+		"a budget reserve just under 10^12":  {bw.WithRetryBudget(0.1, 1e12-1, time.Second)},
+		"a window just wider than the waits": append(waits, bw.WithPolicy(bw.Window(3, 4*time.Second+1))),
+		"a window of 0 tolerated failures":   append(waits, bw.WithPolicy(bw.Window(0, time.Second))),
 	} {
 		if _, err := bw.NewTransport(opts...); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
 	for name, opts := range map[string][]bw.Option{
-		"1001 attempts":           {bw.WithMaxAttempts(1001)},
-		"a budget without window": {bw.WithRetryBudget(0.1, 1, 0)},
-		"2^28 + 1 keys":           {bw.WithKeyLimits(1<<28+1, time.Minute)},
-		"no idle TTL":             {bw.WithKeyLimits(10, 0)},
+		"1001 attempts":                         {bw.WithMaxAttempts(1001)},
+		"a budget without window":               {bw.WithRetryBudget(0.1, 1, 0)},
+		"2^28 + 1 keys":                         {bw.WithKeyLimits(1<<28+1, time.Minute)},
+		"no idle TTL":                           {bw.WithKeyLimits(10, 0)},
+		"a budget reserve of 10^12":             {bw.WithRetryBudget(0.1, 1e12, time.Second)},
+		"a reserve of 10^13 over a long window": {bw.WithRetryBudget(0.1, 1e6, 1e7*time.Second)},
+		"a window as wide as the waits":         append(waits, bw.WithPolicy(bw.Window(3, 4*time.Second))),
 	} {
 		if _, err := bw.NewTransport(opts...); err == nil {
 			t.Errorf("%s: no error", name)
