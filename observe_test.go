@@ -282,3 +282,43 @@ func TestEventDurations(t *testing.T) {
 		}
 	})
 }
+
+// A wait is reported when the admission waited at all (50 µs or more): a
+// call that queued for a slot which freed the same instant reports none,
+// one that waited 1 ms reports it.
+func TestWaitEventsOnlyForWaits(t *testing.T) {
+	for _, held := range []time.Duration{0, time.Millisecond} {
+		synctest.Test(t, func(t *testing.T) {
+			u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{})
+			rec := &recorder{}
+			tr := newTransport(t, u.Transport(), bw.WithObserver(rec),
+				bw.WithConcurrencyLimit(1, bw.WithMaxQueue(1), bw.WithMaxWait(time.Second)))
+			req, _ := http.NewRequest(http.MethodGet, breakwatertest.PipeURL+"/", nil)
+			first, err := tr.RoundTrip(req) // holds the slot until its body is closed
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan result)
+			go func() { done <- get(tr) }()
+			synctest.Wait() // the second call queues for the slot
+			time.Sleep(held)
+			first.Body.Close()
+			if r := <-done; r.status != 200 {
+				t.Fatalf("%+v", r)
+			}
+			var waits []time.Duration
+			for _, e := range rec.events {
+				if e.Kind == bw.EventWait {
+					waits = append(waits, e.Duration)
+				}
+			}
+			want := "[]"
+			if held > 0 {
+				want = fmt.Sprint([]time.Duration{held})
+			}
+			if fmt.Sprint(waits) != want {
+				t.Fatalf("slot held %s more: wait events %v, want %s", held, waits, want)
+			}
+		})
+	}
+}
