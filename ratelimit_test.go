@@ -623,3 +623,51 @@ func TestRateLimiterWaitEndsBeforeTheDeadline(t *testing.T) {
 		})
 	}
 }
+
+// The probe after a pause that gets no answer (it times out) hands the
+// probe on at once: the next call held goes at that instant instead of
+// waiting out the probe's lease.
+func TestTransportPauseProbeWithoutAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstreamFunc(t, func(n int, r *http.Request) breakwatertest.Step {
+			switch n {
+			case 1:
+				return breakwatertest.Step{Status: 429, Header: http.Header{"Retry-After": {"1"}}}
+			case 2:
+				return breakwatertest.Step{Hang: true}
+			}
+			return breakwatertest.Step{}
+		})
+		tr := newTransport(t, u.Transport(), bw.WithMaxAttempts(1), bw.WithAttemptTimeout(100*time.Millisecond))
+		if r, _ := send(context.Background(), tr, "a.test"); r.status != 429 {
+			t.Fatalf("first call: %+v, want the 429", r)
+		}
+		type ended struct {
+			r    result
+			took time.Duration
+		}
+		ends := make(chan ended, 2)
+		for range 2 {
+			go func() {
+				r, took := send(context.Background(), tr, "a.test")
+				ends <- ended{r, took}
+			}()
+		}
+		var failed, served int
+		for range 2 {
+			e := <-ends
+			switch {
+			case e.took != 1100*time.Millisecond:
+				t.Errorf("%+v after %s, want an end at 1.1s, as the probe times out", e.r, e.took)
+				continue
+			case e.r.err != nil:
+				failed++
+			case e.r.status == 200:
+				served++
+			}
+		}
+		if failed != 1 || served != 1 {
+			t.Fatalf("%d calls failed and %d were served, want the probe's timeout and the next call's 200", failed, served)
+		}
+	})
+}
