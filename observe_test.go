@@ -283,11 +283,11 @@ func TestEventDurations(t *testing.T) {
 	})
 }
 
-// A wait is reported when the admission waited at all (50 µs or more): a
-// call that queued for a slot which freed the same instant reports none,
-// one that waited 1 ms reports it.
+// A wait is reported when the admission waited at all, 50 µs or more: a
+// call that queued for a slot which freed the same instant, or a ns under
+// 50 µs later, reports none; one that waited 50 µs or 1 ms reports it.
 func TestWaitEventsOnlyForWaits(t *testing.T) {
-	for _, held := range []time.Duration{0, time.Millisecond} {
+	for _, held := range []time.Duration{0, 50*time.Microsecond - 1, 50 * time.Microsecond, time.Millisecond} {
 		synctest.Test(t, func(t *testing.T) {
 			u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{})
 			rec := &recorder{}
@@ -313,7 +313,7 @@ func TestWaitEventsOnlyForWaits(t *testing.T) {
 				}
 			}
 			want := "[]"
-			if held > 0 {
+			if held >= 50*time.Microsecond {
 				want = fmt.Sprint([]time.Duration{held})
 			}
 			if fmt.Sprint(waits) != want {
