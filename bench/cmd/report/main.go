@@ -95,8 +95,9 @@ type key struct {
 
 // sample is one run's figures.
 // cpu is the process's CPU time per operation (cpu-ns/op), 0 when the
-// run did not report it.
-type sample struct{ ns, bytes, allocs, cpu float64 }
+// run did not report it; overhead a paired run's overhead-%, as a
+// fraction.
+type sample struct{ ns, bytes, allocs, cpu, overhead float64 }
 
 // results holds the samples of every configuration, in the order first
 // seen.
@@ -156,6 +157,8 @@ func parseBench(r io.Reader) (results, error) {
 				s.allocs = v
 			case "cpu-ns/op":
 				s.cpu = v
+			case "overhead-%":
+				s.overhead = v / 100
 			}
 		}
 		if _, ok := res.samples[k]; !ok {
@@ -185,7 +188,7 @@ func (r results) median(k key) (m sample, spread float64, n int, ok bool) {
 		return (v[len(v)/2-1] + v[len(v)/2]) / 2
 	}
 	m = sample{pick(func(s sample) float64 { return s.ns }), pick(func(s sample) float64 { return s.bytes }), pick(func(s sample) float64 { return s.allocs }),
-		pick(func(s sample) float64 { return s.cpu })}
+		pick(func(s sample) float64 { return s.cpu }), pick(func(s sample) float64 { return s.overhead })}
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, s := range ss {
 		lo, hi = min(lo, s.ns), max(hi, s.ns)
@@ -235,6 +238,18 @@ func (r results) ns(group, run, lib string, cpu int) (float64, bool) {
 func (r results) cpuNS(group, run, lib string, cpu int) (float64, bool) {
 	m, _, _, ok := r.median(key{group, run, lib, cpu})
 	return m.cpu, ok && m.cpu > 0
+}
+
+// paired returns lib's median overhead-% in group, as a fraction, per
+// setting.
+func (r results) paired(group, lib string) []float64 {
+	var out []float64
+	for _, v := range r.variants(group) {
+		if m, _, _, ok := r.median(key{group, v.run, lib, v.cpu}); ok {
+			out = append(out, m.overhead)
+		}
+	}
+	return out
 }
 
 // hasCPU reports whether group's runs reported CPU time.

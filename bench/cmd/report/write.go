@@ -244,6 +244,10 @@ func writeTargets(w io.Writer, r results, q quality.Report, tr tail.Report) {
 	if r.hasCPU("TransportLoopback") {
 		line("… the same in CPU time per call (client and server in one process)", overheadOf(r.cpuNS, "TransportLoopback", "breakwater", "bare"), 0.03, "", true)
 	}
+	if len(r.variants("LoopbackPaired")) > 0 {
+		line("… measured in pairs: a call through the chain and a bare call in turn, so the noise common to the two cancels (`LoopbackPaired`)", r.paired("LoopbackPaired", "breakwater"), 0.03, "", true)
+		line("… measured in pairs, bare-timeout: what a deadline costs any request", r.paired("LoopbackPaired", "bare-timeout"), 0, "", true)
+	}
 	line("… what a timeout costs any request, no library: bare-timeout's overhead over bare (`context.WithTimeout`, as `http.Client.Timeout` does)", overheadOf(r.ns, "TransportLoopback", "bare-timeout", "bare"), 0, "no bare-timeout row in this run", true)
 	if r.hasCPU("TransportLoopback") {
 		line("… the same in CPU time per call", overheadOf(r.cpuNS, "TransportLoopback", "bare-timeout", "bare"), 0, "", true)
