@@ -16,10 +16,13 @@ const (
 	queueSize = 1024
 	// maxBatch bounds the admissions one round trip carries.
 	maxBatch = 256
+	// maxDirect bounds the admissions that go to Redis on their own, each
+	// in its own round trip on its caller's goroutine, at once.
+	maxDirect = 8
 )
 
 // ErrQueueFull is returned by an admission that found the Store's queue
-// full: 1024 admissions already wait for the round trip in flight to end.
+// full: 1024 admissions already wait for the sender's round trip.
 // The caller falls back to its local share at once; the Store does not
 // count it as a failure of Redis.
 var ErrQueueFull = errors.New("redisstore: admission queue full")
@@ -36,39 +39,44 @@ type pending struct {
 }
 
 // batcher sends the admissions that wait for Redis together. An
-// admission that finds no round trip of the Store's in flight sends
-// itself, on its caller's goroutine: alone, it waits for nothing. Those
-// that arrive while one is in flight queue; when it ends, one sender
-// goroutine takes everything queued and sends it in one pipeline, one
-// round trip, and so on while the queue fills again.
+// admission that finds the queue empty and fewer than maxDirect others
+// sending themselves sends itself, on its caller's goroutine: it waits
+// for nothing, and a few callers at once pay what they would pay one
+// round trip each. The others queue; one sender goroutine takes
+// everything queued and sends it in one pipeline, one round trip, and so
+// on while the queue fills again.
 //
-// busy is held by whoever sends: a caller sending itself, or the sender
-// goroutine, woken through kick by whoever took busy for it.
+// busy is held by the sender goroutine while it sends, and taken for it
+// by whoever wakes it through kick.
 type batcher struct {
-	s      *Store
-	direct bool // the client honours deadlines: a caller may send itself
-	queue  chan *pending
-	busy   atomic.Bool
-	kick   chan struct{}
-	trips  atomic.Int64 // round trips sent
-	batch  []*pending
-	retry  []*pending
+	s       *Store
+	direct  bool // the client honours deadlines: a caller may send itself
+	queue   chan *pending
+	sending atomic.Int32 // callers sending themselves
+	busy    atomic.Bool
+	kick    chan struct{}
+	trips   atomic.Int64 // round trips sent
+	batch   []*pending
+	retry   []*pending
 }
 
 func newBatcher(s *Store, size int) *batcher {
 	return &batcher{s: s, direct: s.ctxOK, queue: make(chan *pending, size), kick: make(chan struct{}, 1)}
 }
 
-// eval runs script on keys and args, at once when nothing is in flight,
-// else in the next round trip, and waits for its answer until ctx ends or
-// the Store closes. It returns ErrQueueFull at once when the queue is
-// full.
+// eval runs script on keys and args, at once when the queue is empty and
+// fewer than maxDirect admissions send themselves, else in the sender's
+// next round trip, and waits for its answer until ctx ends or the Store
+// closes. It returns ErrQueueFull at once when the queue is full.
 func (b *batcher) eval(ctx context.Context, keys []string, args ...any) (*redis.Cmd, error) {
-	if b.direct && len(b.queue) == 0 && b.busy.CompareAndSwap(false, true) {
-		b.trips.Add(1)
-		cmd := gcraScript.Run(ctx, b.s.client, keys, args...)
-		b.release()
-		return cmd, cmd.Err()
+	if b.direct && len(b.queue) == 0 {
+		if b.sending.Add(1) <= maxDirect {
+			b.trips.Add(1)
+			cmd := gcraScript.Run(ctx, b.s.client, keys, args...)
+			b.sending.Add(-1)
+			return cmd, cmd.Err()
+		}
+		b.sending.Add(-1)
 	}
 	p := &pending{ctx: ctx, keys: keys, args: args, done: make(chan struct{}, 1)}
 	select {
@@ -86,16 +94,6 @@ func (b *batcher) eval(ctx context.Context, keys []string, args ...any) (*redis.
 		return nil, ctx.Err()
 	case <-b.s.ctx.Done():
 		return nil, ErrUnavailable
-	}
-}
-
-// release gives busy up, and takes it again for the sender goroutine when
-// admissions queued meanwhile: one that queued after the last look at the
-// queue finds busy free and takes it itself.
-func (b *batcher) release() {
-	b.busy.Store(false)
-	if len(b.queue) > 0 && b.busy.CompareAndSwap(false, true) {
-		b.wake()
 	}
 }
 

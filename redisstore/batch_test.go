@@ -160,8 +160,9 @@ func takeAll(l *redisstore.Limiter, n int) (errs []error, took []time.Duration) 
 	return errs, took
 }
 
-// TestBatchOneRoundTrip: the admissions that arrive while one is in
-// flight go together in the next round trip.
+// TestBatchOneRoundTrip: up to MaxDirect admissions go to Redis on their
+// own, each in its round trip; the next goes with the sender, and those
+// that arrive while it is in flight go together in its next round trip.
 func TestBatchOneRoundTrip(t *testing.T) {
 	srv := redistest.New(t)
 	proxy := newCountingProxy(t, srv.Addr)
@@ -175,9 +176,16 @@ func TestBatchOneRoundTrip(t *testing.T) {
 	}
 	trips0, cmds0 := proxy.trips.Load(), proxy.cmds.Load()
 	unpause := pauseScripts(t, admin)
-	first := make(chan error, 1)
-	go func() { _, _, err := l.Take(context.Background(), "first", 10, 100, 0); first <- err }()
-	waitUntil(t, "the first admission to reach Redis", func() bool { return proxy.trips.Load() == trips0+1 })
+	ahead := make(chan error, redisstore.MaxDirect+1)
+	take := func(key string) {
+		go func() { _, _, err := l.Take(context.Background(), key, 10, 100, 0); ahead <- err }()
+	}
+	for i := range redisstore.MaxDirect {
+		take(fmt.Sprint("direct-", i))
+		waitUntil(t, "a direct admission to reach Redis", func() bool { return proxy.trips.Load() == trips0+int64(i)+1 })
+	}
+	take("lead")
+	waitUntil(t, "the sender to send the next", func() bool { return proxy.trips.Load() == trips0+redisstore.MaxDirect+1 })
 	const n = 20
 	var errs []error
 	done := make(chan struct{})
@@ -185,18 +193,21 @@ func TestBatchOneRoundTrip(t *testing.T) {
 	waitUntil(t, "the admissions to queue", func() bool { return redisstore.QueueLen(s) == n })
 	unpause()
 	<-done
-	if err := <-first; err != nil {
-		t.Fatal(err)
+	for range redisstore.MaxDirect + 1 {
+		if err := <-ahead; err != nil {
+			t.Fatal(err)
+		}
 	}
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("admission %d: %v", i, err)
 		}
 	}
-	if trips, cmds := proxy.trips.Load()-trips0, proxy.cmds.Load()-cmds0; trips != 2 || cmds != n+1 {
-		t.Fatalf("%d admissions took %d round trips carrying %d EVALSHA, want 2 carrying %d", n+1, trips, cmds, n+1)
+	wantTrips, wantCmds := int64(redisstore.MaxDirect+2), int64(redisstore.MaxDirect+1+n)
+	if trips, cmds := proxy.trips.Load()-trips0, proxy.cmds.Load()-cmds0; trips != wantTrips || cmds != wantCmds {
+		t.Fatalf("%d admissions took %d round trips carrying %d EVALSHA, want %d carrying %d", wantCmds, trips, cmds, wantTrips, wantCmds)
 	}
-	if st := s.Stats(); st.Fails != 0 || st.Calls != n+2 {
+	if st := s.Stats(); st.Fails != 0 || st.Calls != wantCmds+1 {
 		t.Fatalf("stats %+v", st)
 	}
 }

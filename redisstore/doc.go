@@ -51,17 +51,18 @@
 //
 // # Batching
 //
-// An admission that finds no other of the Store's in flight goes to Redis
-// at once, on its caller's goroutine. Those that arrive while one is in
-// flight queue, and when it ends one sender goroutine sends everything
-// queued in one pipeline: one round trip, one socket write and read, for
-// many admissions. Nothing waits for company, so one caller alone pays
-// what a plain EVALSHA does, and many callers pay one round trip per
-// batch instead of one each: on two cores, 64 concurrent callers were
-// admitted twice as fast as go-redis/redis_rate admits them with one round
-// trip each, with a p99 near a bare PING's (figures in the README). Each admission keeps its own budget: a
-// caller whose budget ends stops waiting and falls back to its local
-// share while the batch goes on, and an answer that comes too late is
+// While fewer than 8 of the Store's admissions are on their way, an
+// admission goes to Redis at once, on its caller's goroutine, in a round
+// trip of its own. Beyond that they queue, and one sender goroutine sends
+// everything queued in one pipeline: one round trip, one socket write and
+// read, for many admissions, and again while the queue fills. Nothing
+// waits for company, so one caller alone, or a few, pay what a plain
+// EVALSHA does, and many callers pay one round trip per batch instead of
+// one each: on two cores, 64 concurrent callers were admitted 1.5 times
+// as fast as go-redis/redis_rate admits them with one round trip each,
+// with a p99 below a bare PING's (figures in the README). Each admission
+// keeps its own budget: a caller whose budget ends stops waiting and
+// falls back to its local share while the batch goes on, and an answer that comes too late is
 // dropped. An admission whose budget ended before its batch left is not
 // sent. At most 1024 admissions wait; one more falls back at once with
 // [ErrQueueFull], which does not count against Redis. A batch that fails

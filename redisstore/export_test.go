@@ -3,6 +3,9 @@ package redisstore
 // WithQueueSize sets how many admissions may wait for the sender.
 func WithQueueSize(n int) Option { return func(c *config) { c.queue = n } }
 
+// MaxDirect is how many admissions may send themselves at once.
+const MaxDirect = maxDirect
+
 // QueueLen returns how many admissions wait for the sender.
 func QueueLen(s *Store) int { return len(s.batch.queue) }
 
