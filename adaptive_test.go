@@ -294,26 +294,12 @@ func TestGradientFirstWindowWithADrop(t *testing.T) {
 func TestGradientProbeDueAfterProbeInterval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newBulkhead(t, 100, bw.WithAdaptiveLimit(bw.Gradient{ProbeInterval: time.Minute}))
-		window := func(n int, hold time.Duration) {
-			slots := make([]bw.Slot, n)
-			for i := range slots {
-				s, err := b.Acquire(context.Background())
-				if err != nil {
-					t.Fatal(err)
-				}
-				slots[i] = s
-			}
-			time.Sleep(hold)
-			for _, s := range slots {
-				s.Release()
-			}
-		}
-		window(100, 10*time.Millisecond) // long: 10 ms; the limit grows to 102
+		holdWindow(t, b, 100, 10*time.Millisecond, 0) // long: 10 ms; the limit grows to 102
 		if l := b.Limit(); l != 102 {
 			t.Fatalf("after the first window: limit %d, want 102", l)
 		}
 		time.Sleep(time.Minute - 20*time.Millisecond)
-		window(102, 20*time.Millisecond) // twice as slow, ending a minute after the first
+		holdWindow(t, b, 102, 20*time.Millisecond, 0) // twice as slow, ending a minute after the first
 		if l := b.Limit(); l != 9 {
 			t.Fatalf("after a slow window when the probe is due: limit %d, want √93 = 9", l)
 		}
@@ -325,30 +311,16 @@ func TestGradientProbeDueAfterProbeInterval(t *testing.T) {
 func TestGradientLowLoadKeepsTheProbeDue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newBulkhead(t, 100, bw.WithAdaptiveLimit(bw.Gradient{ProbeInterval: time.Minute}))
-		window := func(n int, hold time.Duration) {
-			slots := make([]bw.Slot, n)
-			for i := range slots {
-				s, err := b.Acquire(context.Background())
-				if err != nil {
-					t.Fatal(err)
-				}
-				slots[i] = s
-			}
-			time.Sleep(hold)
-			for _, s := range slots {
-				s.Release()
-			}
-		}
-		window(100, 10*time.Millisecond) // long: 10 ms; the limit grows to 102; a probe is due in a minute
+		holdWindow(t, b, 100, 10*time.Millisecond, 0) // long: 10 ms; the limit grows to 102; a probe is due in a minute
 		time.Sleep(time.Minute)
 		for range 10 { // 102 samples, at most 10 in flight: no load to learn from
-			window(10, 10*time.Millisecond)
+			holdWindow(t, b, 10, 10*time.Millisecond, 0)
 		}
-		window(2, 10*time.Millisecond)
+		holdWindow(t, b, 2, 10*time.Millisecond, 0)
 		if l := b.Limit(); l != 102 {
 			t.Fatalf("after a window at low load: limit %d, want 102", l)
 		}
-		window(102, 20*time.Millisecond) // twice as slow: the probe, due since the low-load window
+		holdWindow(t, b, 102, 20*time.Millisecond, 0) // twice as slow: the probe, due since the low-load window
 		if l := b.Limit(); l != 9 {
 			t.Fatalf("after a slow window with the probe due: limit %d, want √93 = 9", l)
 		}
@@ -362,29 +334,11 @@ func TestGradientAtMinRelearnsTheLatency(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		one := func(float64) float64 { return 1 }
 		b := newBulkhead(t, 10, bw.WithAdaptiveLimit(bw.Gradient{Min: 10, Smoothing: 1, QueueSize: one, ProbeInterval: time.Hour}))
-		window := func(hold time.Duration, drop bool) {
-			slots := make([]bw.Slot, 10)
-			for i := range slots {
-				s, err := b.Acquire(context.Background())
-				if err != nil {
-					t.Fatal(err)
-				}
-				slots[i] = s
-			}
-			time.Sleep(hold)
-			for i, s := range slots {
-				if drop && i == 0 {
-					s.Drop()
-				} else {
-					s.Release()
-				}
-			}
-		}
-		window(10*time.Millisecond, true) // long: 10 ms; the drop keeps the limit at its Min
+		holdWindow(t, b, 10, 10*time.Millisecond, 1) // long: 10 ms; the drop keeps the limit at its Min
 		if l := b.Limit(); l != 10 {
 			t.Fatalf("after a window with a drop: limit %d, want its Min 10", l)
 		}
-		window(20*time.Millisecond, false) // twice as slow, at Min: long becomes 20 ms
+		holdWindow(t, b, 10, 20*time.Millisecond, 0) // twice as slow, at Min: long becomes 20 ms
 		if l := b.Limit(); l != 11 {
 			t.Fatalf("after a slower window at Min: limit %d, want 11 (grown by its queue of 1)", l)
 		}
@@ -398,27 +352,35 @@ func TestGradientLearnsAWindowTenPercentSlower(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		one := func(float64) float64 { return 1 }
 		b := newBulkhead(t, 10, bw.WithAdaptiveLimit(bw.Gradient{LongWindow: 1, Smoothing: 1, QueueSize: one, ProbeInterval: time.Hour}))
-		window := func(n int, hold time.Duration) {
-			slots := make([]bw.Slot, n)
-			for i := range slots {
-				s, err := b.Acquire(context.Background())
-				if err != nil {
-					t.Fatal(err)
-				}
-				slots[i] = s
-			}
-			time.Sleep(hold)
-			for _, s := range slots {
-				s.Release()
-			}
-		}
-		window(10, 10*time.Millisecond) // long: 10 ms
+		holdWindow(t, b, 10, 10*time.Millisecond, 0) // long: 10 ms
 		if l := b.Limit(); l != 11 {
 			t.Fatalf("after the first window: limit %d, want 11", l)
 		}
-		window(11, 11*time.Millisecond) // exactly 10 % slower
+		holdWindow(t, b, 11, 11*time.Millisecond, 0) // exactly 10 % slower
 		if l := b.Limit(); l != 12 {
 			t.Fatalf("after a window 10 %% slower: limit %d, want 12 (the latency learnt, grown by 1)", l)
 		}
 	})
+}
+
+// holdWindow takes n slots of b, holds them for hold and gives them back,
+// the first drops of them as drops.
+func holdWindow(t *testing.T, b keyBulkhead, n int, hold time.Duration, drops int) {
+	t.Helper()
+	slots := make([]bw.Slot, n)
+	for i := range slots {
+		s, err := b.Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		slots[i] = s
+	}
+	time.Sleep(hold)
+	for i, s := range slots {
+		if i < drops {
+			s.Drop()
+		} else {
+			s.Release()
+		}
+	}
 }
