@@ -80,20 +80,26 @@ func BenchmarkTransport(b *testing.B) {
 }
 
 // BenchmarkTransportLoopback: the same stacks over a real loopback
-// connection to an httptest server answering 200 "ok", each stack with its
-// own clone of http.DefaultTransport (keep-alive, enough idle connections
-// for the parallel runs).
+// connection (see loopbackLibs).
 func BenchmarkTransportLoopback(b *testing.B) {
+	compare(b, loopbackLibs(b))
+}
+
+// loopbackLibs are the outbound stacks over a loopback httptest server
+// answering 200 "ok", which ends with b, each stack with its own clone of
+// http.DefaultTransport (keep-alive, enough idle connections for the
+// parallel runs).
+func loopbackLibs(b *testing.B) []lib {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok"))
 	}))
-	defer srv.Close()
+	b.Cleanup(srv.Close)
 	newBase := func() http.RoundTripper {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 64
 		return t
 	}
-	compare(b, outboundLibs(newBase, srv.URL+"/v1/items/42"))
+	return outboundLibs(newBase, srv.URL+"/v1/items/42")
 }
 
 // BenchmarkLoopbackPaired: breakwater's default chain (and, for
@@ -105,16 +111,7 @@ func BenchmarkTransportLoopback(b *testing.B) {
 // share of the bare calls' time (overhead-%), which the noise common to a
 // pair cancels out of. ns/op is a pair of calls.
 func BenchmarkLoopbackPaired(b *testing.B) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte("ok"))
-	}))
-	defer srv.Close()
-	newBase := func() http.RoundTripper {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = 64
-		return t
-	}
-	libs := outboundLibs(newBase, srv.URL+"/v1/items/42")
+	libs := loopbackLibs(b)
 	setup := func(name string) func(b *testing.B) func() func() error {
 		for _, l := range libs {
 			if l.name == name {
