@@ -186,15 +186,21 @@ func TestKeyedMapIdleTTL(t *testing.T) {
 		km.Get("soft-idle").weight.Store(uint32(Soft))
 		km.Get("hard-idle").weight.Store(uint32(Hard))
 		km.Get("busy")
+		acquired := km.Acquire("busy-acquired")
+		acquired.Release()
 		for range 5 {
 			time.Sleep(30 * time.Second)
 			km.Get("busy")
+			km.Acquire("busy-acquired").Release()   // a use too
 			km.Get("trigger" + time.Now().String()) // insertions run the sweep
 		}
 		for k, want := range map[string]bool{"idle": false, "soft-idle": false, "hard-idle": true, "busy": true} {
 			if _, ok := km.Lookup(k); ok != want {
 				t.Errorf("%s kept: %v, want %v", k, ok, want)
 			}
+		}
+		if v, ok := km.Lookup("busy-acquired"); !ok || v != acquired.Value {
+			t.Error("an entry acquired every 30 s was evicted as idle")
 		}
 		km.check(t)
 
