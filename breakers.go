@@ -219,7 +219,9 @@ func (bs *Breakers) newBreaker(key string) *Breaker {
 // reports each outcome as classified by cl (nil means [Classify]). Inside a
 // [RetryStage] a failing attempt that will be retried is not charged: the
 // retry stage charges the breaker once if the call gives up. A nil key is
-// [HostKey].
+// [HostKey]. As in a [Transport], an answer that is none (a nil response
+// with a nil error, or a 101 Switching Protocols to a request that did not
+// ask to upgrade, whose connection is closed) is a failure and an error.
 func BreakerStage(bs *Breakers, key KeyFunc, cl Classifier) Stage {
 	if key == nil {
 		key = HostKey
@@ -243,6 +245,9 @@ func BreakerStage(bs *Breakers, key KeyFunc, cl Classifier) Stage {
 				return nil, err
 			}
 			resp, err := next.RoundTrip(req)
+			if err == nil {
+				err = refuseBadAnswer(req, resp)
+			}
 			if err != nil {
 				resp = nil
 			}

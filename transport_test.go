@@ -302,9 +302,19 @@ func TestClassifierDecides(t *testing.T) {
 // error, as net/http's client reports it), never a panic.
 func TestBaseWithoutAnswer(t *testing.T) {
 	base := bw.RoundTripperFunc(func(*http.Request) (*http.Response, error) { return nil, nil })
+	bs, err := bw.NewBreakers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	retry, err := bw.RetryStage(bw.WithBackoff(bw.Constant(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, rt := range map[string]http.RoundTripper{
 		"transport":       newTransport(t, base, bw.WithBackoff(bw.Constant(0))),
 		"attempt timeout": bw.Chain(base, bw.AttemptTimeout(time.Second)),
+		"breaker stage":   bw.Chain(base, bw.BreakerStage(bs, nil, nil)),
+		"retry stage":     bw.Chain(base, retry),
 	} {
 		var r result
 		mustNotPanic(t, name, func() { r = get(rt) })
