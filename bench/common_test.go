@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -110,3 +111,107 @@ var (
 	errRejected = errors.New("rejected while closed")
 	errFailure  = errors.New("failure")
 )
+
+// comparePaired runs each of libs against base in pairs, serially (b.Loop)
+// and in parallel (b.RunParallel), as Group/run=serial/lib=name and
+// Group/run=parallel/lib=name: each worker makes one call of base and one
+// of the lib in turn, the order swapped every pair, and times each call,
+// so that whatever slows the machine for a moment slows both alike. It
+// reports the lib's overhead over base as a share of base's time
+// (overhead-%), which the noise common to a pair cancels out of; ns/op is
+// a pair of calls.
+func comparePaired(b *testing.B, base lib, libs ...lib) {
+	for _, l := range libs {
+		pair := func(b *testing.B) func() func(*pairTimes) error {
+			newBase, newLib := base.setup(b), l.setup(b)
+			return func() func(*pairTimes) error {
+				baseWork, libWork := newBase(), newLib()
+				return func(t *pairTimes) error { return t.pair(baseWork, libWork) }
+			}
+		}
+		b.Run("run=serial/lib="+l.name, func(b *testing.B) {
+			work := pair(b)()
+			var t pairTimes
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := work(&t); err != nil {
+					b.Fatal(err)
+				}
+			}
+			t.report(b)
+		})
+		b.Run("run=parallel/lib="+l.name, func(b *testing.B) {
+			newWorker := pair(b)
+			var mu sync.Mutex
+			var total pairTimes
+			var failed atomic.Pointer[error]
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				work := newWorker()
+				var t pairTimes
+				for pb.Next() {
+					if err := work(&t); err != nil {
+						failed.CompareAndSwap(nil, &err)
+					}
+				}
+				mu.Lock()
+				total.add(t)
+				mu.Unlock()
+			})
+			if err := failed.Load(); err != nil {
+				b.Fatal(*err)
+			}
+			total.report(b)
+		})
+	}
+}
+
+// pick returns the lib of libs named name.
+func pick(b *testing.B, libs []lib, name string) lib {
+	for _, l := range libs {
+		if l.name == name {
+			return l
+		}
+	}
+	b.Fatalf("no lib %s", name)
+	return lib{}
+}
+
+// pairTimes sums the time of the base's calls and of the lib's calls of
+// comparePaired.
+type pairTimes struct {
+	bare, lib time.Duration
+	n         int
+}
+
+// pair makes one call of bare, the base, and one of lib, the base's first
+// every other pair.
+func (t *pairTimes) pair(bare, lib func() error) error {
+	first, second, firstT, secondT := bare, lib, &t.bare, &t.lib
+	if t.n%2 == 1 {
+		first, second, firstT, secondT = lib, bare, &t.lib, &t.bare
+	}
+	t.n++
+	start := time.Now()
+	if err := first(); err != nil {
+		return err
+	}
+	mid := time.Now()
+	if err := second(); err != nil {
+		return err
+	}
+	*firstT += mid.Sub(start)
+	*secondT += time.Since(mid)
+	return nil
+}
+
+func (t *pairTimes) add(u pairTimes) { t.bare, t.lib, t.n = t.bare+u.bare, t.lib+u.lib, t.n+u.n }
+
+// report gives the lib's overhead over the base's calls, in per cent of
+// their time.
+func (t *pairTimes) report(b *testing.B) {
+	if t.bare > 0 {
+		b.ReportMetric(100*float64(t.lib-t.bare)/float64(t.bare), "overhead-%")
+	}
+}

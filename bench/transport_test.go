@@ -3,8 +3,6 @@ package bench_test
 import (
 	"net/http"
 	"net/http/httptest"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,104 +101,11 @@ func loopbackLibs(b *testing.B) []lib {
 }
 
 // BenchmarkLoopbackPaired: breakwater's default chain (and, for
-// comparison, bare-timeout) against the bare base over loopback, one call
-// of each in turn, the order swapped every pair, so whatever slows the
-// machine for a moment slows both alike. On a shared machine the rounds of
+// comparison, bare-timeout) against the bare base over loopback, timed in
+// pairs (see comparePaired). On a shared machine the rounds of
 // TransportLoopback spread by a third, ten times the few per cent a stack
-// adds; here each call is timed and the stack's overhead is reported as a
-// share of the bare calls' time (overhead-%), which the noise common to a
-// pair cancels out of. ns/op is a pair of calls.
+// adds.
 func BenchmarkLoopbackPaired(b *testing.B) {
 	libs := loopbackLibs(b)
-	setup := func(name string) func(b *testing.B) func() func() error {
-		for _, l := range libs {
-			if l.name == name {
-				return l.setup
-			}
-		}
-		b.Fatalf("no lib %s", name)
-		return nil
-	}
-	for _, name := range []string{"breakwater", "bare-timeout"} {
-		pair := func(b *testing.B) (newWorker func() func(*pairTimes) error) {
-			bare, lib := setup("bare")(b), setup(name)(b)
-			return func() func(*pairTimes) error {
-				bareWork, libWork := bare(), lib()
-				return func(t *pairTimes) error { return t.pair(bareWork, libWork) }
-			}
-		}
-		b.Run("run=serial/lib="+name, func(b *testing.B) {
-			work := pair(b)()
-			var t pairTimes
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := work(&t); err != nil {
-					b.Fatal(err)
-				}
-			}
-			t.report(b)
-		})
-		b.Run("run=parallel/lib="+name, func(b *testing.B) {
-			newWorker := pair(b)
-			var mu sync.Mutex
-			var total pairTimes
-			var failed atomic.Pointer[error]
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				work := newWorker()
-				var t pairTimes
-				for pb.Next() {
-					if err := work(&t); err != nil {
-						failed.CompareAndSwap(nil, &err)
-					}
-				}
-				mu.Lock()
-				total.add(t)
-				mu.Unlock()
-			})
-			if err := failed.Load(); err != nil {
-				b.Fatal(*err)
-			}
-			total.report(b)
-		})
-	}
-}
-
-// pairTimes sums the time of the bare calls and of the stack's calls of
-// BenchmarkLoopbackPaired.
-type pairTimes struct {
-	bare, lib time.Duration
-	n         int
-}
-
-// pair makes one bare call and one through the stack, the bare one first
-// every other pair.
-func (t *pairTimes) pair(bare, lib func() error) error {
-	first, second, firstT, secondT := bare, lib, &t.bare, &t.lib
-	if t.n%2 == 1 {
-		first, second, firstT, secondT = lib, bare, &t.lib, &t.bare
-	}
-	t.n++
-	start := time.Now()
-	if err := first(); err != nil {
-		return err
-	}
-	mid := time.Now()
-	if err := second(); err != nil {
-		return err
-	}
-	*firstT += mid.Sub(start)
-	*secondT += time.Since(mid)
-	return nil
-}
-
-func (t *pairTimes) add(u pairTimes) { t.bare, t.lib, t.n = t.bare+u.bare, t.lib+u.lib, t.n+u.n }
-
-// report gives the stack's overhead over the bare calls, in per cent of
-// their time.
-func (t *pairTimes) report(b *testing.B) {
-	if t.bare > 0 {
-		b.ReportMetric(100*float64(t.lib-t.bare)/float64(t.bare), "overhead-%")
-	}
+	comparePaired(b, pick(b, libs, "bare"), pick(b, libs, "breakwater"), pick(b, libs, "bare-timeout"))
 }
