@@ -94,3 +94,15 @@ func BenchmarkInbound(b *testing.B) {
 	}})
 	compare(b, libs)
 }
+
+// BenchmarkInboundPaired: each per-client rate limiter against chi alone,
+// timed in pairs (see comparePaired): on a shared machine chi's own rounds
+// spread by half, several times what a limiter adds.
+func BenchmarkInboundPaired(b *testing.B) {
+	libs := append([]lib{{"chi", func(*testing.B) func() func() error { return serve(router()) }}}, breakwaterInbound...)
+	libs = append(libs, lib{"httprate", func(*testing.B) func() func() error {
+		//lint:ignore SA1019 LimitByIP is the comparison point users know; it is LimitBy(…, KeyByIP).
+		return serve(router(httprate.LimitByIP(perClientRate, time.Second)))
+	}})
+	comparePaired(b, libs[0], libs[1:]...)
+}

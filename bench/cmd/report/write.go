@@ -257,6 +257,14 @@ func writeTargets(w io.Writer, r results, q quality.Report, tr tail.Report) {
 		line("… the same in CPU time per call", overheadOf(r.cpuNS, "TransportLoopback", "breakwater", "bare-timeout"), 0.03, "", true)
 	}
 	row("inbound per-client limiter overhead over chi ≤ 1/5 of httprate's", "Inbound", "breakwater", "httprate", "chi", 0.2)
+	if len(r.variants("InboundPaired")) > 0 {
+		bw, hr := r.paired("InboundPaired", "breakwater"), r.paired("InboundPaired", "httprate")
+		var got []float64
+		for i := range min(len(bw), len(hr)) {
+			got = append(got, bw[i]/hr[i])
+		}
+		line("… measured in pairs: a request through each limiter and one through chi alone in turn, so the noise common to the two cancels (`InboundPaired`)", got, 0.2, "", false)
+	}
 
 	writeTailTargets(w, tr)
 	if len(q.Results) == 0 {
