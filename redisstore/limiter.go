@@ -39,7 +39,7 @@ return {1, delay, nxt - now}
 
 // Limiter is a [breakwater.SharedLimiter] on Redis: every admission runs
 // the GCRA script on Redis's clock, in one round trip. Admissions that
-// arrive while another is in flight share the next round trip (see
+// arrive while 8 others are on their way share the next round trip (see
 // "Batching" in the package doc). Build it with [Store.Limiter]; it is
 // safe for concurrent use.
 type Limiter struct {
