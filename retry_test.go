@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -306,6 +307,64 @@ func TestLocalRefusalOfARetryChargesTheFailure(t *testing.T) {
 		}
 		if s := tr.Breakers().Get(upstreamKey).State(); s != bw.StateOpen {
 			t.Fatalf("two failing calls whose retries were refused left the breaker %s, want open", s)
+		}
+	})
+}
+
+// While the calls a pause held leave one by one, the retry of a call that
+// was itself throttled takes its place at the end of their line; the retry
+// of a call that failed otherwise goes at once.
+func TestRetryOfAThrottledCallJoinsTheHeldLine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var paused, throttled, failed atomic.Bool
+		u := breakwatertest.NewPipeUpstreamFunc(t, func(_ int, r *http.Request) breakwatertest.Step {
+			switch {
+			case r.URL.Path == "/pause" && paused.CompareAndSwap(false, true):
+				return breakwatertest.Step{Status: 429, Header: http.Header{"Retry-After": {"1"}}}
+			case r.URL.Path == "/throttled" && throttled.CompareAndSwap(false, true):
+				return breakwatertest.Step{Status: 429}
+			case r.URL.Path == "/failed" && failed.CompareAndSwap(false, true):
+				return breakwatertest.Step{Status: 503}
+			}
+			return breakwatertest.Step{}
+		})
+		tr := newTransport(t, u.Transport())
+		call := func(path string) {
+			req, _ := http.NewRequest(http.MethodGet, breakwatertest.PipeURL+path, nil)
+			if r := do(tr, req); r.err != nil || r.status != 200 {
+				t.Errorf("%s: %d %v", path, r.status, r.err)
+			}
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { call("/pause") })
+		time.Sleep(10 * time.Millisecond)
+		for range 8 { // held by the pause, one every 100 ms
+			wg.Go(func() { call("/held") })
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(200 * time.Millisecond) // the release has begun
+		wg.Go(func() { call("/throttled") })
+		wg.Go(func() { call("/failed") })
+		wg.Wait()
+
+		var lastHeld, throttledRetry, failedRetry time.Time
+		for _, r := range u.Requests() {
+			switch r.Path {
+			case "/held":
+				if r.At.After(lastHeld) {
+					lastHeld = r.At
+				}
+			case "/throttled":
+				throttledRetry = r.At
+			case "/failed":
+				failedRetry = r.At
+			}
+		}
+		if !throttledRetry.After(lastHeld) {
+			t.Errorf("a throttled call's retry went %s before the last held call", lastHeld.Sub(throttledRetry))
+		}
+		if !failedRetry.Before(lastHeld) {
+			t.Errorf("a failed call's retry waited %s after the last held call", failedRetry.Sub(lastHeld))
 		}
 	})
 }
