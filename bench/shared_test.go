@@ -55,7 +55,26 @@ type sharedLib struct {
 // build.
 func BenchmarkSharedAdmission(b *testing.B) {
 	srv := redistest.New(b)
-	libs := []sharedLib{
+	libs := sharedLibs()
+	keys := sharedKeyNames()
+	for _, g := range []int{1, 8, 64} {
+		for _, l := range libs {
+			b.Run(fmt.Sprintf("g=%d/lib=%s", g, l.name), func(b *testing.B) {
+				c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, PoolSize: 128})
+				defer c.Close()
+				op := l.setup(b, c)
+				if err := op(context.Background(), keys[0]); err != nil { // warm: connection, script
+					b.Fatal(err)
+				}
+				measureShared(b, g, keys, op, func() time.Duration { return serverCPU(b, c) })
+			})
+		}
+	}
+}
+
+// sharedLibs returns a bare PING and the two limiters, in that order.
+func sharedLibs() []sharedLib {
+	return []sharedLib{
 		{"ping", func(b *testing.B, c *redis.Client) func(context.Context, string) error {
 			return func(ctx context.Context, _ string) error { return c.Ping(ctx).Err() }
 		}},
@@ -93,23 +112,15 @@ func BenchmarkSharedAdmission(b *testing.B) {
 			}
 		}},
 	}
+}
+
+// sharedKeyNames returns the client keys the admissions cycle through.
+func sharedKeyNames() []string {
 	keys := make([]string, sharedKeys)
 	for i := range keys {
 		keys[i] = fmt.Sprint("client-", i)
 	}
-	for _, g := range []int{1, 8, 64} {
-		for _, l := range libs {
-			b.Run(fmt.Sprintf("g=%d/lib=%s", g, l.name), func(b *testing.B) {
-				c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, PoolSize: 128})
-				defer c.Close()
-				op := l.setup(b, c)
-				if err := op(context.Background(), keys[0]); err != nil { // warm: connection, script
-					b.Fatal(err)
-				}
-				measureShared(b, g, keys, op, func() time.Duration { return serverCPU(b, c) })
-			})
-		}
-	}
+	return keys
 }
 
 // serverCPU returns the CPU time, user and system, the Redis server behind
