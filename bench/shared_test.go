@@ -123,6 +123,40 @@ func sharedKeyNames() []string {
 	return keys
 }
 
+// BenchmarkSharedAdmissionPaired: at one caller both limiters send the same
+// single script call, and the rounds of SharedAdmission spread by more
+// than the difference. Here one caller makes a redis_rate admission and a
+// breakwater one in turn (see pairTimes), each on its own client, so the
+// noise common to a pair cancels; it reports breakwater's throughput as a
+// multiple of redis_rate's (x-redis_rate: above 1, breakwater admits
+// more).
+func BenchmarkSharedAdmissionPaired(b *testing.B) {
+	srv := redistest.New(b)
+	ops := map[string]func(context.Context, string) error{}
+	ctx := context.Background()
+	keys := sharedKeyNames()
+	for _, l := range sharedLibs() {
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, PoolSize: 128})
+		b.Cleanup(func() { _ = c.Close() })
+		op := l.setup(b, c)
+		if err := op(ctx, keys[0]); err != nil { // warm: connection, script
+			b.Fatal(err)
+		}
+		ops[l.name] = op
+	}
+	redisRate, breakwater := ops["redis_rate"], ops["breakwater"]
+	var t pairTimes
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		key := keys[i%len(keys)]
+		err := t.pair(func() error { return redisRate(ctx, key) }, func() error { return breakwater(ctx, key) })
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(t.bare)/float64(t.lib), "x-redis_rate")
+}
+
 // serverCPU returns the CPU time, user and system, the Redis server behind
 // c has used.
 func serverCPU(b *testing.B, c *redis.Client) time.Duration {
