@@ -2,7 +2,8 @@
 // interval by interval, and draws it as a self-contained SVG: the
 // upstream's health, the breaker's state, the calls that succeeded,
 // failed or were rejected (and by what), the requests the upstream saw,
-// the retries, and the pauses.
+// the retries and hedges, the pauses, and the endpoints a failover
+// ejected and took back.
 //
 // A [Recorder] is an [breakwater.Observer]: give it to a Transport with
 // [breakwater.WithObserver] to record real traffic, or to
@@ -60,6 +61,10 @@ type Interval struct {
 	// of them that failed, Retries the retries scheduled, and
 	// BudgetRefused the retries the retry budget refused.
 	Attempts, FailedAttempts, Retries, BudgetRefused int
+	// Hedges counts the hedges sent: attempts started while an earlier
+	// attempt of the same call was still waiting for its answer. Each is
+	// also counted in Attempts once it ends.
+	Hedges int
 	// Paused is the part of the interval during which calls were held or
 	// refused by a pause the upstream asked for.
 	Paused time.Duration
@@ -89,6 +94,16 @@ type Phase struct {
 	Healthy bool
 }
 
+// HealthChange is a failover endpoint changing tier, and when: ejected,
+// degraded, or healthy again (see [breakwater.Failover]).
+type HealthChange struct {
+	At       time.Duration
+	Key      string // the upstream's key
+	Endpoint string
+	Health   breakwater.Health
+	Reason   breakwater.Reason
+}
+
 // Transition is a breaker transition and when it happened.
 type Transition struct {
 	At time.Duration
@@ -108,6 +123,8 @@ type Timeline struct {
 	// Pauses are the stretches during which calls were held or refused
 	// by a pause, merged and in order.
 	Pauses []Span
+	// Health are the failover endpoints' changes of tier, in order.
+	Health []HealthChange
 	// End is the time of the latest event.
 	End time.Duration
 }
@@ -121,6 +138,7 @@ type Recorder struct {
 	mu          sync.Mutex
 	intervals   []Interval
 	transitions []Transition
+	health      []HealthChange
 	phases      []Phase
 	pauses      []span // merged, sorted
 	end         time.Duration
@@ -190,6 +208,10 @@ func (r *Recorder) Record(at time.Duration, e breakwater.Event) {
 		}
 	case breakwater.EventRetry:
 		iv.Retries++
+	case breakwater.EventHedge:
+		iv.Hedges++
+	case breakwater.EventHealth:
+		r.health = append(r.health, HealthChange{At: at, Key: e.Key, Endpoint: e.Endpoint, Health: e.Health, Reason: e.Reason})
 	case breakwater.EventReject:
 		switch e.Mechanism {
 		case breakwater.MechRetryBudget:
@@ -265,6 +287,7 @@ func (r *Recorder) Timeline() Timeline {
 		Interval:    r.interval,
 		Intervals:   make([]Interval, len(r.intervals)),
 		Transitions: append([]Transition(nil), r.transitions...),
+		Health:      append([]HealthChange(nil), r.health...),
 		Phases:      append([]Phase(nil), r.phases...),
 		End:         r.end,
 	}
@@ -298,6 +321,7 @@ func (r *Recorder) Timeline() Timeline {
 	}
 	sort.SliceStable(t.Transitions, func(i, j int) bool { return t.Transitions[i].At < t.Transitions[j].At })
 	sort.SliceStable(t.Phases, func(i, j int) bool { return t.Phases[i].At < t.Phases[j].At })
+	sort.SliceStable(t.Health, func(i, j int) bool { return t.Health[i].At < t.Health[j].At })
 	t.States = states(t.Transitions, t.End)
 	return t
 }

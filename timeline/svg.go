@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/breakwater-go/breakwater"
 )
 
 // Geometry of the drawing, in SVG user units.
@@ -38,6 +40,7 @@ var colours = map[string]string{
 	Other:        "#757575",
 	"sent":       "#212121",
 	"retried":    "#0277bd",
+	"hedged":     "#00897b",
 	"closed":     "#a5d6a7",
 	"half_open":  "#ffe082",
 	"open":       "#ef9a9a",
@@ -46,6 +49,7 @@ var colours = map[string]string{
 	"degraded":   "#ffe082",
 	"unknown":    "#e0e0e0",
 	"pause":      "#ce93d8",
+	"ejected":    "#b71c1c",
 }
 
 // WriteSVG draws t as one self-contained SVG document (no scripts, fonts
@@ -55,7 +59,9 @@ var colours = map[string]string{
 //     failing attempts), the breaker's state, and the pauses;
 //   - per interval, a stacked bar of the calls that ended: succeeded,
 //     failed, and rejected by reason;
-//   - lines for the requests the upstream saw and the retries.
+//   - lines for the requests the upstream saw, the retries and the hedges;
+//   - a mark on the upstream's band where a failover endpoint changed
+//     tier (ejected, degraded, healthy again), titled with its name.
 //
 // Every series is an element with an id and a data-values attribute
 // holding its numbers per interval, so that tests and tools can read the
@@ -102,12 +108,14 @@ func (d *drawing) draw(title string) {
 	size := min(16, float64(plotW)/(0.56*float64(max(1, len([]rune(title))))))
 	d.printf(`<text x="%d" y="26" font-size="%.1f" font-weight="600">%s</text>`+"\n", left, size, esc(title))
 	d.healthBand(bandsTop)
+	d.healthMarks(bandsTop)
 	d.stateBand(bandsTop + bandH + bandGap)
 	d.pauseBand(bandsTop + 2*(bandH+bandGap))
 	d.axes()
 	d.bars()
 	d.line("sent", "requests the upstream saw", func(iv Interval) int { return iv.Attempts }, "")
 	d.line("retried", "retries", func(iv Interval) int { return iv.Retries }, ` stroke-dasharray="5 3"`)
+	d.line("hedged", "hedges", func(iv Interval) int { return iv.Hedges }, ` stroke-dasharray="2 2"`)
 	d.legend()
 	d.printf("</svg>\n")
 }
@@ -116,7 +124,7 @@ func (d *drawing) draw(title string) {
 func (d *drawing) peak() int {
 	p := 1
 	for _, iv := range d.t.Intervals {
-		p = max(p, iv.Ended, iv.Attempts, iv.Retries)
+		p = max(p, iv.Ended, iv.Attempts, iv.Retries, iv.Hedges)
 	}
 	return p
 }
@@ -182,6 +190,27 @@ func (d *drawing) healthBand(y int) {
 			}
 			d.rect(d.x(iv.Start), d.x(iv.Start+d.t.Interval), y, bandH, colours[health], fmt.Sprintf(` data-health="%s"`, health))
 		}
+	}
+	d.printf("</g>\n")
+}
+
+// healthMarks marks each change of a failover endpoint's tier across the
+// upstream's band: a solid mark for an ejection, a dashed one for a
+// return.
+func (d *drawing) healthMarks(y int) {
+	if len(d.t.Health) == 0 {
+		return
+	}
+	d.printf(`<g id="health-changes" data-series="health">` + "\n")
+	for _, h := range d.t.Health {
+		x := d.x(h.At)
+		dash := ` stroke-dasharray="3 2"`
+		if h.Health == breakwater.HealthEjected {
+			dash = ""
+		}
+		d.printf(`<line class="health" data-endpoint="%s" data-health="%s" x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="%s" stroke-width="2"%s><title>%s: %s %s (%s)</title></line>`+"\n",
+			esc(h.Endpoint), esc(string(h.Health)), x, x, y-2, y+bandH+2, colours["ejected"], dash,
+			esc(fmtSeconds(h.At)), esc(h.Endpoint), esc(string(h.Health)), esc(string(h.Reason)))
 	}
 	d.printf("</g>\n")
 }
@@ -320,11 +349,15 @@ func (d *drawing) legend() {
 	}, {
 		{"sent", "requests the upstream saw", "line"},
 		{"retried", "retries", "dash"},
+		{"hedged", "hedges", "dot"},
 		{"closed", "breaker closed", "box"},
 		{"half_open", "breaker half-open", "box"},
 		{"open", "breaker open", "box"},
 		{"pause", "upstream asked to pause", "box"},
 	}}
+	if len(d.t.Health) > 0 {
+		rows[1] = append(rows[1], item{"ejected", "endpoint ejected (dashed: back)", "line"})
+	}
 	d.printf(`<g id="legend" font-size="11">` + "\n")
 	y := legendTop
 	for _, row := range rows {
@@ -342,6 +375,8 @@ func (d *drawing) legend() {
 				d.printf(`<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2"/>`, lx, lx+12, y-4, y-4, colours[it.key])
 			case "dash":
 				d.printf(`<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2" stroke-dasharray="4 2"/>`, lx, lx+12, y-4, y-4, colours[it.key])
+			case "dot":
+				d.printf(`<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2" stroke-dasharray="2 2"/>`, lx, lx+12, y-4, y-4, colours[it.key])
 			}
 			d.printf(`<text x="%d" y="%d">%s</text>`+"\n", lx+16, y, esc(it.label))
 			x += w + 10

@@ -138,6 +138,7 @@ type svgDoc struct {
 	ids    map[string]map[string]string // id → attributes
 	states map[string]bool              // data-state values of the breaker band
 	phases []string
+	health []string // endpoint:tier of the health marks, in order
 	title  string
 }
 
@@ -176,6 +177,9 @@ func parseSVG(t *testing.T, b []byte) svgDoc {
 			if ph := attrs["data-phase"]; ph != "" {
 				doc.phases = append(doc.phases, ph)
 			}
+			if attrs["class"] == "health" {
+				doc.health = append(doc.health, attrs["data-endpoint"]+":"+attrs["data-health"])
+			}
 			inTitle = el.Name.Local == "title" && attrs["id"] == "title"
 		case xml.EndElement:
 			depth--
@@ -203,6 +207,10 @@ func TestWriteSVG(t *testing.T) {
 		r.Record(at, bw.Event{Kind: bw.EventCallEnd, Category: bw.Success})
 	}
 	r.Record(2500*time.Millisecond, bw.Event{Kind: bw.EventRetry})
+	r.Record(3100*time.Millisecond, bw.Event{Kind: bw.EventHedge, Attempt: 2, Hedge: true})
+	r.Record(3200*time.Millisecond, bw.Event{Kind: bw.EventHedge, Attempt: 3, Hedge: true})
+	r.Record(4500*time.Millisecond, bw.Event{Kind: bw.EventHealth, Key: "k", Endpoint: "http://a.test", Health: bw.HealthHealthy, Reason: bw.ReasonProbesSucceeded})
+	r.Record(1500*time.Millisecond, bw.Event{Kind: bw.EventHealth, Key: "k", Endpoint: "http://a.test", Health: bw.HealthEjected, Reason: bw.ReasonOutlier})
 	r.Record(2600*time.Millisecond, bw.Event{Kind: bw.EventCallEnd, Category: bw.Rejected, Err: bw.ErrCircuitOpen})
 	r.Record(2600*time.Millisecond, bw.Event{Kind: bw.EventTransition, Transition: &bw.Transition{Key: "k", To: bw.StateOpen, Reason: bw.ReasonFailures}})
 	var b bytes.Buffer
@@ -213,7 +221,7 @@ func TestWriteSVG(t *testing.T) {
 	if doc.title != `outage "A" <1>` {
 		t.Errorf("title %q", doc.title)
 	}
-	for _, id := range []string{"band-upstream", "band-breaker", "band-paused", "paused-values", "axes", "legend", "sent", "retried",
+	for _, id := range []string{"band-upstream", "band-breaker", "band-paused", "paused-values", "axes", "legend", "sent", "retried", "hedged", "health-changes",
 		"calls-succeeded", "calls-failed", "calls-breaker_open", "calls-half_open_busy", "calls-paused", "calls-rate_limited", "calls-concurrency", "calls-other"} {
 		if _, ok := doc.ids[id]; !ok {
 			t.Errorf("no element with id %q", id)
@@ -224,6 +232,7 @@ func TestWriteSVG(t *testing.T) {
 		"calls-breaker_open": "0,0,1,0,0",
 		"sent":               "1,1,1,1,1",
 		"retried":            "0,0,1,0,0",
+		"hedged":             "0,0,0,2,0",
 	} {
 		if got := doc.ids[id]["data-values"]; got != want {
 			t.Errorf("%s data-values %q, want %q", id, got, want)
@@ -235,6 +244,72 @@ func TestWriteSVG(t *testing.T) {
 	if strings.Join(doc.phases, "|") != "healthy|5xx <storm> & more" {
 		t.Errorf("phases %q", doc.phases)
 	}
+	if got := strings.Join(doc.health, " "); got != "http://a.test:ejected http://a.test:healthy" {
+		t.Errorf("health marks %q, want the ejection, then the return", got)
+	}
+	if !strings.Contains(b.String(), "endpoint ejected") {
+		t.Error("the legend does not explain the health marks")
+	}
+}
+
+// Without a failover there is no health mark, and the legend does not
+// explain one.
+func TestWriteSVGWithoutFailover(t *testing.T) {
+	r := timeline.New(time.Second)
+	r.Record(0, bw.Event{Kind: bw.EventCallStart})
+	var b bytes.Buffer
+	if err := timeline.WriteSVG(&b, r.Timeline(), "x"); err != nil {
+		t.Fatal(err)
+	}
+	doc := parseSVG(t, b.Bytes())
+	if _, ok := doc.ids["health-changes"]; ok || strings.Contains(b.String(), "endpoint ejected") {
+		t.Error("health marks drawn for a timeline without any")
+	}
+}
+
+// A Recorder on a Transport with failover and hedging counts the hedges it
+// sent and records the ejection of the endpoint that failed.
+func TestRecorderSeesHedgesAndEjections(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstreamFunc(t, func(n int, r *http.Request) breakwatertest.Step {
+			if r.Host == "bad.test" {
+				return breakwatertest.Step{Status: 500}
+			}
+			if n%4 == 0 {
+				return breakwatertest.Step{Delay: 300 * time.Millisecond} // slow enough to be hedged
+			}
+			return breakwatertest.Step{}
+		})
+		rec := timeline.New(time.Second)
+		tr, err := bw.NewTransport(bw.WithBase(u.Transport()), bw.WithObserver(rec),
+			bw.WithFailover(bw.Failover{Endpoints: []string{"http://bad.test", "http://good1.test", "http://good2.test"}}),
+			bw.WithHedging(bw.Hedging{Delay: 50 * time.Millisecond}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 40 {
+			req, _ := http.NewRequest(http.MethodGet, "http://svc.test/", nil)
+			resp, err := tr.RoundTrip(req)
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		synctest.Wait()
+		tl := rec.Timeline()
+		hedges := 0
+		for _, iv := range tl.Intervals {
+			hedges += iv.Hedges
+		}
+		if hedges == 0 {
+			t.Error("no hedge recorded")
+		}
+		if len(tl.Health) == 0 || tl.Health[0].Endpoint != "http://bad.test" || tl.Health[0].Health != bw.HealthEjected || tl.Health[0].Key == "" {
+			t.Errorf("health changes %+v, want bad.test ejected first", tl.Health)
+		}
+		t.Logf("%d hedges; health changes %+v", hedges, tl.Health)
+	})
 }
 
 // An empty timeline still draws a valid document.
