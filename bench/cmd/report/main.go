@@ -96,8 +96,9 @@ type key struct {
 // sample is one run's figures.
 // cpu is the process's CPU time per operation (cpu-ns/op), 0 when the
 // run did not report it; overhead a paired run's overhead-%, as a
-// fraction.
-type sample struct{ ns, bytes, allocs, cpu, overhead float64 }
+// fraction; xPing50 and xPing99 a paired tail run's p50 and p99 as
+// multiples of the bare PING's.
+type sample struct{ ns, bytes, allocs, cpu, overhead, xPing50, xPing99 float64 }
 
 // results holds the samples of every configuration, in the order first
 // seen.
@@ -159,6 +160,10 @@ func parseBench(r io.Reader) (results, error) {
 				s.cpu = v
 			case "overhead-%":
 				s.overhead = v / 100
+			case "x-ping-p50":
+				s.xPing50 = v
+			case "x-ping-p99":
+				s.xPing99 = v
 			}
 		}
 		if _, ok := res.samples[k]; !ok {
@@ -188,7 +193,8 @@ func (r results) median(k key) (m sample, spread float64, n int, ok bool) {
 		return (v[len(v)/2-1] + v[len(v)/2]) / 2
 	}
 	m = sample{pick(func(s sample) float64 { return s.ns }), pick(func(s sample) float64 { return s.bytes }), pick(func(s sample) float64 { return s.allocs }),
-		pick(func(s sample) float64 { return s.cpu }), pick(func(s sample) float64 { return s.overhead })}
+		pick(func(s sample) float64 { return s.cpu }), pick(func(s sample) float64 { return s.overhead }),
+		pick(func(s sample) float64 { return s.xPing50 }), pick(func(s sample) float64 { return s.xPing99 })}
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, s := range ss {
 		lo, hi = min(lo, s.ns), max(hi, s.ns)
@@ -250,6 +256,17 @@ func (r results) paired(group, lib string) []float64 {
 		}
 	}
 	return out
+}
+
+// xPing returns lib's median p50 and p99 in group as multiples of the
+// PING's, per setting.
+func (r results) xPing(group, lib string) (p50, p99 []float64) {
+	for _, v := range r.variants(group) {
+		if m, _, _, ok := r.median(key{group, v.run, lib, v.cpu}); ok && m.xPing99 > 0 {
+			p50, p99 = append(p50, m.xPing50), append(p99, m.xPing99)
+		}
+	}
+	return p50, p99
 }
 
 // hasCPU reports whether group's runs reported CPU time.

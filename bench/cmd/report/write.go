@@ -265,6 +265,13 @@ func writeTargets(w io.Writer, r results, q quality.Report, tr tail.Report) {
 		}
 		line("… measured in pairs: a request through each limiter and one through chi alone in turn, so the noise common to the two cancels (`InboundPaired`)", got, 0.2, "", false)
 	}
+	if p50, p99 := r.xPing("SharedTailPaired", "breakwater"); len(p99) > 0 {
+		line("shared admission at one caller: p99 ≤ 2× a bare Redis `PING`'s, an admission and a `PING` timed in turn on loopback (`SharedTailPaired`)", p99, 2, "", false)
+		line("… its p50 over the `PING`'s, the same pairs", p50, 0, "", false)
+		if _, rr := r.xPing("SharedTailPaired", "redis_rate"); len(rr) > 0 {
+			line("… go-redis/redis_rate's p99 over the `PING`'s, timed the same way", rr, 0, "", false)
+		}
+	}
 
 	writeTailTargets(w, tr)
 	if len(q.Results) == 0 {
