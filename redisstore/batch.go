@@ -66,20 +66,18 @@ func newBatcher(s *Store, size int) *batcher {
 
 // eval runs script on keys and args, at once when the queue is empty and
 // fewer than maxDirect admissions send themselves, else in the sender's
-// next round trip, and waits for its answer until its budget or ctx ends
-// or the Store closes. It returns ErrQueueFull at once when the queue is
-// full, and ErrBudget when the budget ran out.
+// next round trip, and waits for its answer until ctx ends or the Store
+// closes. It returns ErrQueueFull at once when the queue is full.
 func (b *batcher) eval(ctx context.Context, keys []string, args ...any) (*redis.Cmd, error) {
 	if b.direct && len(b.queue) == 0 {
 		if b.sending.Add(1) <= maxDirect {
-			cmd, err := b.evalDirect(ctx, keys, args)
+			b.trips.Add(1)
+			cmd := gcraScript.Run(ctx, b.s.client, keys, args...)
 			b.sending.Add(-1)
-			return cmd, err
+			return cmd, cmd.Err()
 		}
 		b.sending.Add(-1)
 	}
-	ctx, cancel := context.WithTimeoutCause(ctx, b.s.cfg.budget, ErrBudget)
-	defer cancel()
 	p := &pending{ctx: ctx, keys: keys, args: args, done: make(chan struct{}, 1)}
 	select {
 	case b.queue <- p:
@@ -91,30 +89,12 @@ func (b *batcher) eval(ctx context.Context, keys []string, args ...any) (*redis.
 	}
 	select {
 	case <-p.done:
-		return p.cmd, budgetErr(ctx, p.cmd.Err())
+		return p.cmd, p.cmd.Err()
 	case <-ctx.Done():
-		return nil, budgetErr(ctx, ctx.Err())
+		return nil, ctx.Err()
 	case <-b.s.ctx.Done():
 		return nil, ErrUnavailable
 	}
-}
-
-// evalDirect sends one admission on its caller's goroutine, under a
-// budget that the Store's budgets end (one timer for all of them) rather
-// than a timer of its own.
-func (b *batcher) evalDirect(ctx context.Context, keys []string, args []any) (*redis.Cmd, error) {
-	b.trips.Add(1)
-	bctx := b.s.budgets.begin(ctx)
-	if bctx == nil { // never while sending counts maxDirect at most
-		ctx, cancel := context.WithTimeoutCause(ctx, b.s.cfg.budget, ErrBudget)
-		defer cancel()
-		cmd := gcraScript.Run(ctx, b.s.client, keys, args...)
-		return cmd, budgetErr(ctx, cmd.Err())
-	}
-	cmd := gcraScript.Run(bctx, b.s.client, keys, args...)
-	err := budgetErr(bctx, cmd.Err()) // before done cancels bctx
-	b.s.budgets.done(bctx)
-	return cmd, err
 }
 
 func (b *batcher) wake() {

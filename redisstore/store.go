@@ -120,8 +120,7 @@ type Store struct {
 
 	calls, fails, skipped atomic.Int64
 
-	batch   *batcher // rate limit admissions
-	budgets *budgets // of the admissions that send themselves
+	batch *batcher // rate limit admissions
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -167,7 +166,6 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	s := &Store{client: client, cfg: c, ctxOK: contextTimeouts(client), start: time.Now()}
 	s.replicas.Store(1)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.budgets = newBudgets(c.budget)
 	s.batch = newBatcher(s, c.queue)
 	s.wg.Go(s.batch.run)
 	if c.replicas == 0 {
@@ -238,7 +236,6 @@ func (s *Store) Close() error {
 	s.cancel()
 	s.wg.Wait()
 	s.inflight.Wait()
-	s.budgets.stop()
 	if s.cfg.replicas == 0 {
 		// Leave the replica count at once rather than after three beats.
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -263,8 +260,10 @@ func (s *Store) do(ctx context.Context, fn func(ctx context.Context) error) erro
 // honours deadlines or not.
 func (s *Store) evalBatched(ctx context.Context, keys []string, args ...any) (cmd *redis.Cmd, err error) {
 	err = s.guard(ctx, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.budget, ErrBudget)
+		defer cancel()
 		cmd, err = s.batch.eval(ctx, keys, args...)
-		return err
+		return budgetErr(ctx, err)
 	})
 	return cmd, err
 }
