@@ -97,8 +97,9 @@ type key struct {
 // cpu is the process's CPU time per operation (cpu-ns/op), 0 when the
 // run did not report it; overhead a paired run's overhead-%, as a
 // fraction; xPing50 and xPing99 a paired tail run's p50 and p99 as
-// multiples of the bare PING's.
-type sample struct{ ns, bytes, allocs, cpu, overhead, xPing50, xPing99 float64 }
+// multiples of the bare PING's; xRedisRate a paired shared admission
+// run's throughput as a multiple of redis_rate's.
+type sample struct{ ns, bytes, allocs, cpu, overhead, xPing50, xPing99, xRedisRate float64 }
 
 // results holds the samples of every configuration, in the order first
 // seen.
@@ -164,6 +165,8 @@ func parseBench(r io.Reader) (results, error) {
 				s.xPing50 = v
 			case "x-ping-p99":
 				s.xPing99 = v
+			case "x-redis_rate":
+				s.xRedisRate = v
 			}
 		}
 		if _, ok := res.samples[k]; !ok {
@@ -194,7 +197,8 @@ func (r results) median(k key) (m sample, spread float64, n int, ok bool) {
 	}
 	m = sample{pick(func(s sample) float64 { return s.ns }), pick(func(s sample) float64 { return s.bytes }), pick(func(s sample) float64 { return s.allocs }),
 		pick(func(s sample) float64 { return s.cpu }), pick(func(s sample) float64 { return s.overhead }),
-		pick(func(s sample) float64 { return s.xPing50 }), pick(func(s sample) float64 { return s.xPing99 })}
+		pick(func(s sample) float64 { return s.xPing50 }), pick(func(s sample) float64 { return s.xPing99 }),
+		pick(func(s sample) float64 { return s.xRedisRate })}
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, s := range ss {
 		lo, hi = min(lo, s.ns), max(hi, s.ns)
@@ -267,6 +271,19 @@ func (r results) xPing(group, lib string) (p50, p99 []float64) {
 		}
 	}
 	return p50, p99
+}
+
+// timePerRedisRate returns, for each variant of group's breakwater runs,
+// breakwater's time per admission as a multiple of redis_rate's (the
+// reciprocal of their median x-redis_rate).
+func (r results) timePerRedisRate(group string) []float64 {
+	var got []float64
+	for _, v := range r.variants(group) {
+		if m, _, _, ok := r.median(key{group, v.run, "breakwater", v.cpu}); ok && m.xRedisRate > 0 {
+			got = append(got, 1/m.xRedisRate)
+		}
+	}
+	return got
 }
 
 // hasCPU reports whether group's runs reported CPU time.

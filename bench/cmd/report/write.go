@@ -265,6 +265,9 @@ func writeTargets(w io.Writer, r results, q quality.Report, tr tail.Report) {
 		}
 		line("… measured in pairs: a request through each limiter and one through chi alone in turn, so the noise common to the two cancels (`InboundPaired`)", got, 0.2, "", false)
 	}
+	if got := r.timePerRedisRate("SharedAdmissionPaired"); len(got) > 0 {
+		line("shared admission at one caller: time per admission ≤ go-redis/redis_rate's, the two timed in turn on loopback (`SharedAdmissionPaired`)", got, 1, "", false)
+	}
 	if p50, p99 := r.xPing("SharedTailPaired", "breakwater"); len(p99) > 0 {
 		line("shared admission at one caller: p99 ≤ 2× a bare Redis `PING`'s, an admission and a `PING` timed in turn on loopback (`SharedTailPaired`)", p99, 2, "", false)
 		line("… its p50 over the `PING`'s, the same pairs", p50, 0, "", false)
