@@ -101,11 +101,11 @@ func loopbackLibs(b *testing.B) []lib {
 }
 
 // BenchmarkLoopbackPaired: breakwater's default chain (and, for
-// comparison, bare-timeout) against the bare base over loopback, timed in
-// pairs (see comparePaired). On a shared machine the rounds of
-// TransportLoopback spread by a third, ten times the few per cent a stack
-// adds.
+// comparison, bare-timeout and the chain without its timeouts) against the
+// bare base over loopback, timed in pairs (see comparePaired). On a shared
+// machine the rounds of TransportLoopback spread by a third, ten times the
+// few per cent a stack adds.
 func BenchmarkLoopbackPaired(b *testing.B) {
 	libs := loopbackLibs(b)
-	comparePaired(b, pick(b, libs, "bare"), pick(b, libs, "breakwater"), pick(b, libs, "bare-timeout"))
+	comparePaired(b, pick(b, libs, "bare"), pick(b, libs, "breakwater"), pick(b, libs, "bare-timeout"), pick(b, libs, "breakwater-notimeouts"))
 }

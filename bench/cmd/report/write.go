@@ -247,6 +247,9 @@ func writeTargets(w io.Writer, r results, q quality.Report, tr tail.Report) {
 	if len(r.variants("LoopbackPaired")) > 0 {
 		line("… measured in pairs: a call through the chain and a bare call in turn, so the noise common to the two cancels (`LoopbackPaired`)", r.paired("LoopbackPaired", "breakwater"), 0.03, "", true)
 		line("… measured in pairs, bare-timeout: what a deadline costs any request", r.paired("LoopbackPaired", "bare-timeout"), 0, "", true)
+		if got := r.paired("LoopbackPaired", "breakwater-notimeouts"); len(got) > 0 {
+			line("… measured in pairs, breakwater without its timeouts: what the retry loop and the breaker cost", got, 0, "", true)
+		}
 	}
 	line("… what a timeout costs any request, no library: bare-timeout's overhead over bare (`context.WithTimeout`, as `http.Client.Timeout` does)", overheadOf(r.ns, "TransportLoopback", "bare-timeout", "bare"), 0, "no bare-timeout row in this run", true)
 	if r.hasCPU("TransportLoopback") {
