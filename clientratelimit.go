@@ -117,7 +117,7 @@ func newClientRateLimit(rl *RateLimiters, key KeyFunc, opts []Option) (*clientRa
 	}
 	burst := rl.cfg.burst
 	crl.window = max(1, int64(min(math.Ceil(float64(burst)/float64(rl.cfg.limit)), float64(maxHintSeconds))))
-	crl.interval = newGCRAParams(rl.cfg.limit, burst).interval
+	crl.p, crl.start = newGCRAParams(rl.cfg.limit, burst), rl.cfg.start
 	crl.policyHdr = []string{`"` + c.policy + `";q=` + strconv.Itoa(burst) + ";w=" + strconv.FormatInt(crl.window, 10)}
 	crl.limitHdr = []string{strconv.Itoa(burst)}
 	if n := (int64(burst) + 1) * (crl.window + 1); n <= rateTableMax {
@@ -135,11 +135,12 @@ type clientRateLimit struct {
 	seed     maphash.Seed
 
 	policyName string
-	window     int64    // seconds
-	interval   int64    // ns between two tokens of a bucket
-	policyHdr  []string // the RateLimit-Policy value, shared, never modified
-	limitHdr   []string // X-RateLimit-Limit
-	table      []string // RateLimit values (rateTable); nil if too many
+	window     int64      // seconds
+	p          gcraParams // every local bucket's policy
+	start      time.Time  // every bucket's clock origin
+	policyHdr  []string   // the RateLimit-Policy value, shared, never modified
+	limitHdr   []string   // X-RateLimit-Limit
+	table      []string   // RateLimit values (rateTable); nil if too many
 }
 
 func validPolicyName(s string) bool {
@@ -226,15 +227,17 @@ func (crl *clientRateLimit) admit(r *http.Request, h http.Header, key string) ti
 	l := crl.rl.get(key)
 	if l.shared != nil {
 		st := l.take(r.Context())
-		t := min(retryAfterCeil(nextQuota(st, crl.interval)), crl.window)
+		t := min(retryAfterCeil(nextQuota(st, crl.p.interval)), crl.window)
 		crl.setHeaders(h, int64(st.Remaining), t, st.Reset)
 		if st.Limited {
 			return max(st.RetryAfter, time.Nanosecond)
 		}
 		return 0
 	}
-	p := &l.p
-	ok, _, tat, now := l.cell.take(*p, l.now, 0)
+	// The registry's policy and clock, the limiter's own (initLimiter):
+	// read here, they cost no cache line of the limiter's.
+	p := &crl.p
+	ok, _, tat, now := l.cell.take(*p, func() int64 { return int64(time.Since(crl.start)) }, 0)
 	backlog := max(0, tat-now)
 	free := p.capacity - backlog
 	var rem, t int64

@@ -57,12 +57,13 @@ func (c *rateLimitConfig) validate(errs []error) error {
 // refusals the store gave, until they end, and the local share used while
 // the store fails. It is safe for concurrent use.
 type rateLimiter struct {
-	// What an admission reads, in the first 64 bytes: the policy, the
-	// TAT, the shared store, and the clock's origin, of which the
-	// monotonic clock reads the first two words.
-	p      gcraParams
+	// What an inbound admission reads of it, first: the TAT and the
+	// shared store, in the cache line of the registry entry the limiter
+	// is allocated with (keyed.NewEmbedded); the policy and the clock's
+	// origin are every limiter's of the registry.
 	cell   gcra
 	shared SharedLimiter
+	p      gcraParams
 	start  time.Time // the clock's origin
 
 	key     string
@@ -72,8 +73,8 @@ type rateLimiter struct {
 	refused atomic.Int64 // shared: the store refused until then (clock ns)
 }
 
-func (c *rateLimitConfig) newLimiter(key string) *rateLimiter {
-	return &rateLimiter{key: key, limit: c.limit, burst: c.burst, maxWait: c.maxWait, p: newGCRAParams(c.limit, c.burst), start: c.start, shared: c.shared}
+func (c *rateLimitConfig) initLimiter(key string, l *rateLimiter) {
+	*l = rateLimiter{key: key, limit: c.limit, burst: c.burst, maxWait: c.maxWait, p: newGCRAParams(c.limit, c.burst), start: c.start, shared: c.shared}
 }
 
 // now is the limiter's clock: monotonic nanoseconds since its origin.
@@ -243,7 +244,7 @@ func buildRateLimiters(c rateLimitConfig, errs []error) (*RateLimiters, error) {
 		return nil, err
 	}
 	rs := &RateLimiters{cfg: c}
-	rs.m = keyed.New(c.maxKeys, c.idleTTL, c.newLimiter, (*rateLimiter).weigh)
+	rs.m = keyed.NewEmbedded(c.maxKeys, c.idleTTL, c.initLimiter, (*rateLimiter).weigh)
 	return rs, nil
 }
 

@@ -44,7 +44,7 @@ type Map[V any] struct {
 	hard    int
 	idleTTL time.Duration
 	start   time.Time
-	make    func(key string) V
+	entry   func(key string) *Entry[V] // a new entry of key, its value made
 	weigh   func(v V, now time.Time) Keep
 
 	// hot caches entries by a hash of their keys, in front of m: a slot
@@ -160,8 +160,28 @@ func (e *Entry[V]) Release() {
 // use, idle ones evicted after idleTTL to 2·idleTTL, weighed by weigh when
 // room is needed.
 func New[V any](max int, idleTTL time.Duration, make func(string) V, weigh func(V, time.Time) Keep) *Map[V] {
+	return newMap(max, idleTTL, func(key string) *Entry[V] { return &Entry[V]{key: key, Value: make(key)} }, weigh)
+}
+
+// NewEmbedded returns a map like [New] whose values are pointers to Ts
+// that init sets up, each T allocated together with its entry: a lookup
+// that reaches the entry has reached the value too, in the same or the
+// next cache line, instead of following a pointer to another allocation.
+func NewEmbedded[T any](max int, idleTTL time.Duration, init func(key string, v *T), weigh func(*T, time.Time) Keep) *Map[*T] {
+	return newMap(max, idleTTL, func(key string) *Entry[*T] {
+		b := &struct {
+			e Entry[*T]
+			v T
+		}{}
+		init(key, &b.v)
+		b.e.key, b.e.Value = key, &b.v
+		return &b.e
+	}, weigh)
+}
+
+func newMap[V any](max int, idleTTL time.Duration, entry func(string) *Entry[V], weigh func(V, time.Time) Keep) *Map[V] {
 	max = min(max, MaxKeys)
-	return &Map[V]{max: max, hard: 2 * max, idleTTL: idleTTL, start: time.Now(), make: make, weigh: weigh, nextSweep: idleTTL, seed: rand.Uint64()}
+	return &Map[V]{max: max, hard: 2 * max, idleTTL: idleTTL, start: time.Now(), entry: entry, weigh: weigh, nextSweep: idleTTL, seed: rand.Uint64()}
 }
 
 // MaxKeys bounds the cap of a registry: its slot indices are int32.
@@ -218,7 +238,7 @@ func (km *Map[V]) Lookup(key string) (V, bool) {
 }
 
 func (km *Map[V]) insert(key string, pin bool) *Entry[V] {
-	v := km.make(key)
+	e := km.entry(key)
 	now := time.Now()
 	km.mu.Lock()
 	defer km.mu.Unlock()
@@ -235,7 +255,6 @@ func (km *Map[V]) insert(key string, pin bool) *Entry[V] {
 	// A new entry starts without its reference bit: one used once is
 	// evicted when the hand next comes round (a whole turn of insertions
 	// later), one used again gets a second chance.
-	e := &Entry[V]{key: key, Value: v}
 	w := int64(entrySeen)
 	if pin {
 		w += pinUnit

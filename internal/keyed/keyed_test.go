@@ -8,6 +8,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 
 	"go.uber.org/goleak"
 )
@@ -549,4 +550,28 @@ func TestKeyedMapHotCacheRememberAfterEviction(t *testing.T) {
 	if _, e := km.cached("a"); e != nil {
 		t.Error("the hot cache keeps an evicted entry")
 	}
+}
+
+// NewEmbedded's values are set up by init for their key, in the entry's
+// own allocation, and are the same value on every lookup; eviction and
+// transient values work as New's.
+func TestKeyedMapEmbedded(t *testing.T) {
+	km := NewEmbedded(2, time.Hour, func(k string, it *item) { it.key = k },
+		func(it *item, _ time.Time) Keep { return Keep(it.weight.Load()) })
+	a := km.Get("a")
+	if a.key != "a" || km.Get("a") != a {
+		t.Fatalf("a's value is %q, then %p, not %p", a.key, km.Get("a"), a)
+	}
+	e := km.Acquire("a")
+	defer e.Release()
+	if start, v := uintptr(unsafe.Pointer(e)), uintptr(unsafe.Pointer(a)); v < start || v >= start+unsafe.Sizeof(*e)+unsafe.Sizeof(*a) {
+		t.Errorf("the value at %#x is not in its entry's allocation at %#x", v, start)
+	}
+	km.Get("b").weight.Store(uint32(Hard))
+	km.Get("c").weight.Store(uint32(Hard)) // a was pinned: the map grows
+	km.Get("d").weight.Store(uint32(Hard))
+	if x := km.Acquire("x"); !x.transient || x.Value.key != "x" {
+		t.Errorf("past the hard cap x got %+v", x)
+	}
+	km.check(t)
 }
