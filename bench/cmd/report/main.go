@@ -273,13 +273,13 @@ func (r results) xPing(group, lib string) (p50, p99 []float64) {
 	return p50, p99
 }
 
-// timePerRedisRate returns, for each variant of group's breakwater runs,
+// timePerRedisRate returns, for each variant of group's runs of lib,
 // breakwater's time per admission as a multiple of redis_rate's (the
 // reciprocal of their median x-redis_rate).
-func (r results) timePerRedisRate(group string) []float64 {
+func (r results) timePerRedisRate(group, lib string) []float64 {
 	var got []float64
 	for _, v := range r.variants(group) {
-		if m, _, _, ok := r.median(key{group, v.run, "breakwater", v.cpu}); ok && m.xRedisRate > 0 {
+		if m, _, _, ok := r.median(key{group, v.run, lib, v.cpu}); ok && m.xRedisRate > 0 {
 			got = append(got, 1/m.xRedisRate)
 		}
 	}

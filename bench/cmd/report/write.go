@@ -268,8 +268,11 @@ func writeTargets(w io.Writer, r results, q quality.Report, tr tail.Report) {
 		}
 		line("… measured in pairs: a request through each limiter and one through chi alone in turn, so the noise common to the two cancels (`InboundPaired`)", got, 0.2, "", false)
 	}
-	if got := r.timePerRedisRate("SharedAdmissionPaired"); len(got) > 0 {
+	if got := r.timePerRedisRate("SharedAdmissionPaired", "breakwater"); len(got) > 0 {
 		line("shared admission at one caller: time per admission ≤ go-redis/redis_rate's, the two timed in turn on loopback (`SharedAdmissionPaired`)", got, 1, "", false)
+		if lfl := r.timePerRedisRate("SharedAdmissionPaired", "breakwater-vs-budgeted"); len(lfl) > 0 {
+			line("… like for like: each redis_rate admission under a timeout of breakwater's budget", lfl, 0, "", false)
+		}
 	}
 	if p50, p99 := r.xPing("SharedTailPaired", "breakwater"); len(p99) > 0 {
 		line("shared admission at one caller: p99 ≤ 2× a bare Redis `PING`'s, an admission and a `PING` timed in turn on loopback (`SharedTailPaired`)", p99, 2, "", false)
