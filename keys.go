@@ -63,8 +63,14 @@ func remoteKey(remote string) string {
 	// strips).
 	if n := ipv4Len(remote); n == len(remote) {
 		return remote
-	} else if n > 0 && remote[n] == ':' && strings.IndexByte(remote[n+1:], ':') < 0 {
-		return remote[:n]
+	} else if n > 0 && remote[n] == ':' {
+		i := n + 1 // a port is a few bytes: a loop costs less than a call
+		for i < len(remote) && remote[i] != ':' {
+			i++
+		}
+		if i == len(remote) {
+			return remote[:n]
+		}
 	}
 	host := splitHost(remote)
 	if isIPv4(host) {
@@ -90,35 +96,40 @@ func isIPv4(s string) bool { return ipv4Len(s) == len(s) }
 // s starts with and that ends s or is followed by a byte other than a
 // digit or a dot, or -1 if there is none.
 func ipv4Len(s string) int {
-	fields, val, digits := 0, 0, 0
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c >= '0' && c <= '9':
-			if digits == 1 && val == 0 {
-				return -1 // a leading zero
-			}
-			val = val*10 + int(c-'0')
-			digits++
-			if val > 255 {
+	i := 0
+	for field := range 4 { // a field at a time, its digits unrolled
+		if field > 0 {
+			if i == len(s) || s[i] != '.' {
 				return -1
 			}
-		case c == '.':
-			if digits == 0 || fields == 3 {
-				return -1
-			}
-			fields++
-			val, digits = 0, 0
-		default:
-			if fields == 3 && digits > 0 {
-				return i
-			}
+			i++
+		}
+		if i == len(s) || s[i]-'0' > 9 { // bytes below '0' wrap round
+			return -1
+		}
+		d0 := s[i] - '0'
+		i++
+		if i == len(s) || s[i]-'0' > 9 {
+			continue
+		}
+		if d0 == 0 {
+			return -1 // a leading zero
+		}
+		d1 := s[i] - '0'
+		i++
+		if i == len(s) || s[i]-'0' > 9 {
+			continue
+		}
+		v := int(d0)*100 + int(d1)*10 + int(s[i]-'0')
+		i++
+		if v > 255 || i < len(s) && s[i]-'0' <= 9 {
 			return -1
 		}
 	}
-	if fields == 3 && digits > 0 {
-		return len(s)
+	if i < len(s) && s[i] == '.' {
+		return -1
 	}
-	return -1
+	return i
 }
 
 // splitHost strips a port and IPv6 brackets without allocating.
