@@ -195,6 +195,11 @@ func (crl *clientRateLimit) storeKey(k string) string {
 	if len(k) <= maxKeyLen {
 		return k
 	}
+	return crl.hashKey(k)
+}
+
+// hashKey is storeKey's key for a long key: its hash.
+func (crl *clientRateLimit) hashKey(k string) string {
 	return "#" + strconv.FormatUint(maphash.String(crl.seed, k), 16)
 }
 
@@ -288,43 +293,58 @@ func retryAfterCeil(d time.Duration) int64 {
 	return retryAfterSeconds(d)
 }
 
-// wrap is the middleware.
+// wrap is the middleware. Without an observer begin would neither wrap
+// w nor report: the path without one skips it, and its defer.
 func (crl *clientRateLimit) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if crl.in.exempt != nil && crl.in.exempt(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		// Without an observer begin would neither wrap w nor report: the
-		// zero served says the same without its cost on every request.
-		var s served
 		if crl.in.obs != nil {
-			s = crl.in.begin(w, false)
+			crl.serveObserved(next, w, r)
+			return
 		}
 		key := crl.storeKey(crl.key(r))
 		if retry := crl.admit(r, w.Header(), key); retry > 0 {
-			crl.in.reject(s.writer(w), r, Rejection{
-				Mechanism:  MechRateLimit,
-				Status:     crl.in.status,
-				RetryAfter: retry,
-				Key:        key,
-				Err:        rejected(ErrRateLimited, key, time.Now().Add(retry)),
-			})
-			crl.in.finish(r, &s, false)
+			crl.refuse(w, r, &served{}, key, retry)
 			return
 		}
-		if !s.report {
-			next.ServeHTTP(w, r)
-			return
-		}
-		panicked := true
-		defer func() {
-			if panicked {
-				crl.in.finish(r, &s, true)
-			}
-		}()
-		next.ServeHTTP(s.rw, r)
-		panicked = false
-		crl.in.finish(r, &s, false)
+		next.ServeHTTP(w, r)
 	})
+}
+
+// serveObserved is wrap's path for a middleware with an observer.
+func (crl *clientRateLimit) serveObserved(next http.Handler, w http.ResponseWriter, r *http.Request) {
+	s := crl.in.begin(w, false)
+	key := crl.storeKey(crl.key(r))
+	if retry := crl.admit(r, w.Header(), key); retry > 0 {
+		crl.refuse(w, r, &s, key, retry)
+		return
+	}
+	if !s.report {
+		next.ServeHTTP(w, r)
+		return
+	}
+	panicked := true
+	defer func() {
+		if panicked {
+			crl.in.finish(r, &s, true)
+		}
+	}()
+	next.ServeHTTP(s.rw, r)
+	panicked = false
+	crl.in.finish(r, &s, false)
+}
+
+// refuse answers a request admit refused, retry before its next token.
+func (crl *clientRateLimit) refuse(w http.ResponseWriter, r *http.Request, s *served, key string, retry time.Duration) {
+	crl.in.reject(s.writer(w), r, Rejection{
+		Mechanism:  MechRateLimit,
+		Status:     crl.in.status,
+		RetryAfter: retry,
+		Key:        key,
+		Err:        rejected(ErrRateLimited, key, time.Now().Add(retry)),
+	})
+	crl.in.finish(r, s, false)
 }
