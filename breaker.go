@@ -18,14 +18,20 @@ import (
 // The closed state admits and records with atomic operations only; state
 // changes take a per-breaker lock, and listeners run after it is released.
 // Open → half-open happens lazily, on the first admission or read after the
-// open duration; no goroutine runs per breaker.
+// open duration. No goroutine waits per breaker: an opening sets a timer
+// whose function runs once, briefly, near its end, so that until then an
+// open breaker rejects without reading the clock.
 type Breaker struct {
 	key string
 	bs  *Breakers
 
 	// sg packs generation<<2 | state; every transition bumps the generation.
-	sg            atomic.Uint64
-	openUntil     atomic.Int64 // registry nanoseconds
+	sg        atomic.Uint64
+	openUntil atomic.Int64 // registry nanoseconds
+	// due says the open duration may have ended: cleared as the breaker
+	// opens and set by a timer at openUntil (see armDue), so that an open
+	// breaker rejects without reading the clock until then.
+	due           atomic.Bool
 	consec        atomic.Int64
 	lastFail      atomic.Int64 // registry nanoseconds of the latest failure counted closed; 0 none
 	shadowRejects atomic.Int64
@@ -39,15 +45,18 @@ type Breaker struct {
 	rate     window.Rate
 	opens    int
 	openedAt int64
-	probes   []probeLease
-	leaseSeq uint64
-	probeOK  int
-	needOK   int
-	lastCat  Category
-	lastAt   int64
-	hasLast  bool
-	since    int64  // when the breaker entered its state
-	reason   Reason // why; empty before the first transition
+	// dueFire is when the current opening's timer is to set due;
+	// dueAt when the earliest timer still pending fires, 0 when none is.
+	dueFire, dueAt int64
+	probes         []probeLease
+	leaseSeq       uint64
+	probeOK        int
+	needOK         int
+	lastCat        Category
+	lastAt         int64
+	hasLast        bool
+	since          int64  // when the breaker entered its state
+	reason         Reason // why; empty before the first transition
 }
 
 type probeLease struct {
@@ -109,7 +118,7 @@ func (b *Breaker) Allow() (Permit, error) {
 		}
 		return Permit{b: b, gen: gen}, nil
 	case StateOpen:
-		if b.bs.now() < b.openUntil.Load() {
+		if !b.due.Load() || b.bs.now() < b.openUntil.Load() {
 			return b.reject(b.openErr.Load())
 		}
 		b.openElapsed(gen)
@@ -366,11 +375,65 @@ func (b *Breaker) toOpenLocked(now int64, reason Reason, o Outcome, failures int
 	b.openedAt = now
 	until := addSat(now, int64(d))
 	b.openUntil.Store(until)
+	b.armDue(now, until)
 	b.openErr.Store(b.bs.openError(b.key, b.bs.wall(until)))
 	b.clearCounts()
 	t := b.transitionLocked(StateOpen, reason)
 	t.Category, t.Failures, t.OpenFor, t.Opens = o.Category, failures, d, b.opens
 	b.queue(t)
+}
+
+// dueLead is how long before an opening's end (at most a sixteenth of
+// the opening) its timer sets due: from then on admission reads the clock,
+// so the open state ends exactly at openUntil, and a timer that fires a
+// little late holds no probe back.
+const dueLead = 10 * time.Millisecond
+
+// armDue clears due for an opening that ends at until, before the
+// opening is published, and makes sure a timer sets it shortly before
+// then (see dueLead). b.mu must be held. A breaker keeps at most the
+// timers whose firing comes before every other's: an opening that ends
+// later than a pending timer fires leaves it to that timer (see
+// dueFired), one that ends sooner gets a timer of its own. Timers are
+// never stopped or reset, which from outside the synctest bubble that
+// made one is fatal. A simulation's virtual clock runs no timers: due
+// stays set and admission reads the clock.
+func (b *Breaker) armDue(now, until int64) {
+	if b.bs.virtual != nil {
+		b.due.Store(true)
+		return
+	}
+	b.due.Store(false)
+	d := until - now
+	b.dueFire = until - min(d/16, int64(dueLead))
+	if b.dueAt == 0 || b.dueFire < b.dueAt {
+		b.armLocked(now)
+	}
+}
+
+// armLocked starts a timer that fires at dueFire. b.mu must be held.
+func (b *Breaker) armLocked(now int64) {
+	fire := b.dueFire
+	b.dueAt = fire
+	time.AfterFunc(time.Duration(fire-now), func() { b.dueFired(fire) })
+}
+
+// dueFired runs when the timer set for fire fires: it sets due once the
+// current opening's time to is reached, or else, when no earlier timer is
+// pending, starts one for it.
+func (b *Breaker) dueFired(fire int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.dueAt == fire {
+		b.dueAt = 0
+	}
+	now := b.bs.now()
+	switch {
+	case now >= b.dueFire:
+		b.due.Store(true)
+	case b.dueAt == 0:
+		b.armLocked(now)
+	}
 }
 
 func (b *Breaker) toHalfOpenLocked(reason Reason) {
@@ -442,6 +505,7 @@ func (b *Breaker) forceOpen(d time.Duration, reason Reason, ok func(now int64) b
 	b.openedAt = now
 	until := addSat(now, int64(d))
 	b.openUntil.Store(until)
+	b.armDue(now, until)
 	b.openErr.Store(b.bs.openError(b.key, b.bs.wall(until)))
 	b.clearCounts()
 	t := b.transitionLocked(StateOpen, reason)
