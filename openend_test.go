@@ -9,10 +9,10 @@ import (
 	bw "github.com/breakwater-go/breakwater"
 )
 
-// admitsAt checks that b rejects until d from now and admits a probe at d:
-// an open breaker's end is exact, however its openings came one after
-// another.
-func admitsAt(t *testing.T, b *bw.Breaker, d time.Duration) {
+// admitsAt checks that b rejects until d from now and admits a probe at d,
+// which it returns: an open breaker's end is exact, however its openings
+// came one after another.
+func admitsAt(t *testing.T, b *bw.Breaker, d time.Duration) bw.Permit {
 	t.Helper()
 	time.Sleep(d - time.Nanosecond)
 	if _, err := b.Allow(); !errors.Is(err, bw.ErrCircuitOpen) {
@@ -23,7 +23,7 @@ func admitsAt(t *testing.T, b *bw.Breaker, d time.Duration) {
 	if err != nil {
 		t.Fatalf("at the opening's end: %v, want a probe", err)
 	}
-	p.Done(ok)
+	return p
 }
 
 func TestOpenEndsExactly(t *testing.T) {
@@ -64,10 +64,10 @@ func TestOpenEndsExactly(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				bs := newBreakers(t, bw.WithOpenJitter(0))
 				b := bs.Get("k")
-				admitsAt(t, b, tc.open(b))
-				// And again, from the half-open state it reached.
+				admitsAt(t, b, tc.open(b)).Done(ok)
+				// And again, after a reset.
 				b.Reset()
-				admitsAt(t, b, tc.open(b))
+				admitsAt(t, b, tc.open(b)).Done(ok)
 			})
 		})
 	}
@@ -80,16 +80,7 @@ func TestOpenEndsExactlyAfterFailures(t *testing.T) {
 		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)), bw.WithOpenTimeout(4*time.Second, time.Minute), bw.WithOpenJitter(0))
 		failOnce(t, bs, "k")
 		b := bs.Get("k")
-		time.Sleep(4*time.Second - time.Nanosecond)
-		if _, err := b.Allow(); !errors.Is(err, bw.ErrCircuitOpen) {
-			t.Fatalf("before the open timeout: %v", err)
-		}
-		time.Sleep(time.Nanosecond)
-		p, err := b.Allow()
-		if err != nil {
-			t.Fatalf("at the open timeout: %v, want a probe", err)
-		}
-		p.Done(fail) // reopens for twice as long
-		admitsAt(t, b, 8*time.Second)
+		admitsAt(t, b, 4*time.Second).Done(fail) // reopens for twice as long
+		admitsAt(t, b, 8*time.Second).Done(ok)
 	})
 }
