@@ -28,9 +28,10 @@ type Breaker struct {
 	// sg packs generation<<2 | state; every transition bumps the generation.
 	sg        atomic.Uint64
 	openUntil atomic.Int64 // registry nanoseconds
-	// due says the open duration may have ended: cleared as the breaker
-	// opens and set by a timer at openUntil (see armDue), so that an open
-	// breaker rejects without reading the clock until then.
+	// due says the open duration may be about to end: cleared as the
+	// breaker opens and set by a timer shortly before openUntil (see
+	// armDue), so that an open breaker rejects without reading the clock
+	// until then.
 	due           atomic.Bool
 	consec        atomic.Int64
 	lastFail      atomic.Int64 // registry nanoseconds of the latest failure counted closed; 0 none
@@ -419,7 +420,7 @@ func (b *Breaker) armLocked(now int64) {
 }
 
 // dueFired runs when the timer set for fire fires: it sets due once the
-// current opening's time to is reached, or else, when no earlier timer is
+// current opening's dueFire is reached, or else, when no earlier timer is
 // pending, starts one for it.
 func (b *Breaker) dueFired(fire int64) {
 	b.mu.Lock()
