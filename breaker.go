@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/breakwater-go/breakwater/internal/keyed"
 	"github.com/breakwater-go/breakwater/internal/window"
@@ -412,11 +413,18 @@ func (b *Breaker) armDue(now, until int64) {
 	}
 }
 
-// armLocked starts a timer that fires at dueFire. b.mu must be held.
+// armLocked starts a timer that fires at dueFire. b.mu must be held. The
+// timer holds b weakly: a breaker its registry evicted (after a reset
+// ended a long opening) is freed at once, not when the timer fires.
 func (b *Breaker) armLocked(now int64) {
 	fire := b.dueFire
 	b.dueAt = fire
-	time.AfterFunc(time.Duration(fire-now), func() { b.dueFired(fire) })
+	wb := weak.Make(b)
+	time.AfterFunc(time.Duration(fire-now), func() {
+		if b := wb.Value(); b != nil {
+			b.dueFired(fire)
+		}
+	})
 }
 
 // dueFired runs when the timer set for fire fires: it sets due once the

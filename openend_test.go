@@ -2,9 +2,11 @@ package breakwater_test
 
 import (
 	"errors"
+	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
+	"weak"
 
 	bw "github.com/breakwater-go/breakwater"
 )
@@ -83,4 +85,26 @@ func TestOpenEndsExactlyAfterFailures(t *testing.T) {
 		admitsAt(t, b, 4*time.Second).Done(fail) // reopens for twice as long
 		admitsAt(t, b, 8*time.Second).Done(ok)
 	})
+}
+
+// A breaker whose long opening was reset, and which nothing else holds any
+// more (evicted, or its registry dropped), is freed at once: the timer that
+// ends the opening holds it only weakly.
+func TestPendingOpenEndKeepsNoBreaker(t *testing.T) {
+	wb := trippedAndDropped(t)
+	for range 3 {
+		runtime.GC()
+	}
+	if wb.Value() != nil {
+		t.Fatal("a pending open-end timer keeps a dropped breaker")
+	}
+}
+
+// trippedAndDropped opens a breaker for a day, resets it and drops its
+// registry, returning the breaker weakly.
+func trippedAndDropped(t *testing.T) weak.Pointer[bw.Breaker] {
+	b := newBreakers(t).Get("k")
+	b.Trip(24 * time.Hour)
+	b.Reset()
+	return weak.Make(b)
 }
