@@ -85,3 +85,66 @@ func TestBudgetCallerGivesUp(t *testing.T) {
 		t.Fatalf("stats %+v, shared %v: the caller's deadline counted against Redis", st, s.Shared())
 	}
 }
+
+type valueKey struct{}
+
+// valueHook records the value under valueKey of the contexts of the
+// client's commands.
+type valueHook struct{ seen chan any }
+
+func (h valueHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h valueHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		select {
+		case h.seen <- ctx.Value(valueKey{}):
+		default:
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h valueHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestAdmissionCarriesCallerValues: the client's hooks (tracing, for
+// one) see the values of the context an admission was asked under, though
+// its budget is shared with other admissions.
+func TestAdmissionCarriesCallerValues(t *testing.T) {
+	srv := redistest.New(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	s := newStore(t, c, redisstore.WithReplicas(1))
+	l := s.Limiter("in")
+	if _, _, err := l.Take(context.Background(), "warm", 10, 10, 0); err != nil {
+		t.Fatal(err)
+	}
+	h := valueHook{seen: make(chan any, 1)}
+	c.AddHook(h)
+	ctx := context.WithValue(context.Background(), valueKey{}, "span")
+	if _, _, err := l.Take(ctx, "k", 10, 10, 0); err != nil {
+		t.Fatal(err)
+	}
+	if v := <-h.seen; v != "span" {
+		t.Fatalf("the client's hook saw %v, want the caller's value", v)
+	}
+}
+
+// TestAdmissionCallerGoneBeforeAsking: an admission whose caller's
+// context ended already is not sent, and Redis is not blamed.
+func TestAdmissionCallerGoneBeforeAsking(t *testing.T) {
+	srv := redistest.New(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	s := newStore(t, c, redisstore.WithReplicas(1))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := s.Limiter("in").Take(ctx, "k", 10, 10, 0); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Take: %v, want the caller's cancellation", err)
+	}
+	if n := redisstore.Batches(s); n != 0 {
+		t.Fatalf("%d round trips for a caller that had gone", n)
+	}
+	if st := s.Stats(); st.Fails != 0 || !s.Shared() {
+		t.Fatalf("stats %+v, shared %v: the caller's cancellation counted against Redis", st, s.Shared())
+	}
+}
