@@ -9,7 +9,8 @@
 #               times with -count 1, so a burst of noise hits every library
 #               alike instead of all samples of one.
 #   BENCHTIME   -benchtime per sample (default 200ms)
-#   CPUS        -cpu list for the parallel runs (default 1,2); serial runs use -cpu 1
+#   CPUS        -cpu list for the parallel runs (default 1,2); serial runs use -cpu 1,
+#               runs of a fixed number of callers (run=callers-N) the last of the list
 #   BENCH       -bench regexp of the groups to run (default . for all)
 #   QUALITY     0 skips the resilience-quality harness (default 1)
 #   TAIL        0 skips the tail-latency harness (default 1)
@@ -67,6 +68,8 @@ for round in $(seq "$COUNT"); do
     -test.benchtime "$BENCHTIME" -test.count 1 -test.cpu 1 | tee -a "$work/bench.txt" >&2
   "$work/bench.test" -test.run '^$' -test.bench "($BENCH)/run=parallel/" \
     -test.benchtime "$BENCHTIME" -test.count 1 -test.cpu "$CPUS" | tee -a "$work/bench.txt" >&2
+  "$work/bench.test" -test.run '^$' -test.bench "($BENCH)/run=callers-" \
+    -test.benchtime "$BENCHTIME" -test.count 1 -test.cpu "${CPUS##*,}" | tee -a "$work/bench.txt" >&2
 done
 
 quality=()

@@ -47,7 +47,9 @@ type sharedLib struct {
 // reports the p50 and p99 latency of one admission, the throughput, and
 // the CPU time per admission of this process (cpu-ns/op) and of the
 // redis-server (redis-cpu-ns/op, from its INFO cpu), which a busy machine
-// inflates far less than the wall clock.
+// inflates far less than the wall clock. Its runs are named
+// run=callers-N, which bench/run.sh runs in every round at its highest
+// -cpu and reports in a table of their own.
 //
 // Both limiters run at 10/s with a burst of a million per key: no
 // admission is ever refused, and every one reads the key and writes it
@@ -64,7 +66,7 @@ func BenchmarkSharedAdmission(b *testing.B) {
 	keys := sharedKeyNames()
 	for _, g := range []int{1, 8, 64} {
 		for _, l := range libs {
-			b.Run(fmt.Sprintf("g=%d/lib=%s", g, l.name), func(b *testing.B) {
+			b.Run(fmt.Sprintf("run=callers-%d/lib=%s", g, l.name), func(b *testing.B) {
 				c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, PoolSize: 128})
 				defer c.Close()
 				op := l.setup(b, c)

@@ -98,8 +98,13 @@ type key struct {
 // run did not report it; overhead a paired run's overhead-%, as a
 // fraction; xPing50 and xPing99 a paired tail run's p50 and p99 as
 // multiples of the bare PING's; xRedisRate a paired shared admission
-// run's throughput as a multiple of redis_rate's.
-type sample struct{ ns, bytes, allocs, cpu, overhead, xPing50, xPing99, xRedisRate float64 }
+// run's throughput as a multiple of redis_rate's; ops, p50, p99 and
+// redisCPU a shared admission run's throughput per second, latency
+// percentiles (ns) and redis-server CPU per admission (ns).
+type sample struct {
+	ns, bytes, allocs, cpu, overhead, xPing50, xPing99, xRedisRate float64
+	ops, p50, p99, redisCPU                                        float64
+}
 
 // results holds the samples of every configuration, in the order first
 // seen.
@@ -167,6 +172,14 @@ func parseBench(r io.Reader) (results, error) {
 				s.xPing99 = v
 			case "x-redis_rate":
 				s.xRedisRate = v
+			case "ops/s":
+				s.ops = v
+			case "p50-ns":
+				s.p50 = v
+			case "p99-ns":
+				s.p99 = v
+			case "redis-cpu-ns/op":
+				s.redisCPU = v
 			}
 		}
 		if _, ok := res.samples[k]; !ok {
@@ -198,7 +211,9 @@ func (r results) median(k key) (m sample, spread float64, n int, ok bool) {
 	m = sample{pick(func(s sample) float64 { return s.ns }), pick(func(s sample) float64 { return s.bytes }), pick(func(s sample) float64 { return s.allocs }),
 		pick(func(s sample) float64 { return s.cpu }), pick(func(s sample) float64 { return s.overhead }),
 		pick(func(s sample) float64 { return s.xPing50 }), pick(func(s sample) float64 { return s.xPing99 }),
-		pick(func(s sample) float64 { return s.xRedisRate })}
+		pick(func(s sample) float64 { return s.xRedisRate }),
+		pick(func(s sample) float64 { return s.ops }), pick(func(s sample) float64 { return s.p50 }),
+		pick(func(s sample) float64 { return s.p99 }), pick(func(s sample) float64 { return s.redisCPU })}
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, s := range ss {
 		lo, hi = min(lo, s.ns), max(hi, s.ns)
@@ -219,12 +234,24 @@ func (r results) variants(group string) []key {
 		}
 	}
 	slices.SortStableFunc(out, func(a, b key) int {
-		if a.run != b.run {
-			return strings.Compare(b.run, a.run) // serial before parallel
+		if ra, rb := runRank(a.run), runRank(b.run); ra != rb {
+			return ra - rb
 		}
 		return a.cpu - b.cpu
 	})
 	return out
+}
+
+// runRank orders runs: serial, then parallel, then callers-N by N.
+func runRank(run string) int {
+	switch run {
+	case "serial":
+		return -2
+	case "parallel":
+		return -1
+	}
+	n, _ := strconv.Atoi(strings.TrimPrefix(run, "callers-"))
+	return n
 }
 
 // libs returns the libraries measured in group, in order.
@@ -301,6 +328,12 @@ func (r results) hasCPU(group string) bool {
 func variantName(v key) string {
 	if v.run == "serial" {
 		return "serial"
+	}
+	if n, ok := strings.CutPrefix(v.run, "callers-"); ok {
+		if n == "1" {
+			return "1 caller"
+		}
+		return n + " callers"
 	}
 	return fmt.Sprintf("parallel, %d CPU", v.cpu)
 }

@@ -63,6 +63,7 @@ func write(w io.Writer, r results, q quality.Report, tr tail.Report, env [][2]st
 	for _, g := range groups {
 		writeGroup(w, r, g)
 	}
+	writeShared(w, r)
 
 	fmt.Fprint(w, "## Resilience quality\n\n")
 	if len(q.Results) == 0 {
@@ -161,6 +162,52 @@ func writeGroup(w io.Writer, r results, g group) {
 		}
 	}
 	fmt.Fprintln(w)
+}
+
+// writeShared writes the shared admission runs: each library's
+// throughput, latency and CPU per admission at a fixed number of callers.
+func writeShared(w io.Writer, r results) {
+	const g = "SharedAdmission"
+	libs := r.libs(g)
+	if len(libs) == 0 {
+		return
+	}
+	fmt.Fprint(w, "### Shared admission on Redis\n\n")
+	fmt.Fprint(w, "One rate limit admission against a loopback `redis-server` the benchmark starts, by a fixed number of callers at once. breakwater: `redisstore` through a `RateLimiters` registry; redis_rate: go-redis/redis_rate; ping: a bare `PING`, the floor every round trip pays. *CPU* is per admission, this process's and the redis-server's together. *vs breakwater* is the library's throughput divided by breakwater's.\n\n")
+	fmt.Fprint(w, "| callers | library | admissions/s | vs breakwater | p50 | p99 | CPU | B/op | allocs/op | spread |\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, v := range r.variants(g) {
+		bw, _, _, hasBW := r.median(key{g, v.run, "breakwater", v.cpu})
+		for _, lib := range libs {
+			m, spread, _, ok := r.median(key{g, v.run, lib, v.cpu})
+			if !ok {
+				continue
+			}
+			name, vs := lib, "–"
+			if lib == "breakwater" {
+				name = "**breakwater**"
+			}
+			if hasBW && bw.ops > 0 {
+				vs = fmt.Sprintf("%.2f", m.ops/bw.ops)
+			}
+			fmt.Fprintf(w, "| %s | %s | %.0f | %s | %s | %s | %s | %.0f | %.0f | %.0f %% |\n",
+				variantName(v), name, m.ops, vs, fmtLatency(m.p50), fmtLatency(m.p99), fmtLatency(m.cpu+m.redisCPU), m.bytes, m.allocs, 100*spread)
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// fmtLatency formats ns as a duration to two or three significant digits.
+func fmtLatency(ns float64) string {
+	d := time.Duration(ns)
+	switch {
+	case d < 10*time.Microsecond:
+		return d.Round(10 * time.Nanosecond).String()
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < 10*time.Millisecond:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.Round(100 * time.Microsecond).String()
 }
 
 // writeTargets checks the figures the issue sets for breakwater.
