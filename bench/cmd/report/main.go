@@ -106,6 +106,26 @@ type sample struct {
 	ops, p50, p99, redisCPU                                        float64
 }
 
+// metrics maps each unit a benchmark reports to its field of a sample, and
+// the factor its value is stored with.
+var metrics = map[string]struct {
+	field func(*sample) *float64
+	scale float64
+}{
+	"ns/op":           {func(s *sample) *float64 { return &s.ns }, 1},
+	"B/op":            {func(s *sample) *float64 { return &s.bytes }, 1},
+	"allocs/op":       {func(s *sample) *float64 { return &s.allocs }, 1},
+	"cpu-ns/op":       {func(s *sample) *float64 { return &s.cpu }, 1},
+	"overhead-%":      {func(s *sample) *float64 { return &s.overhead }, 1.0 / 100},
+	"x-ping-p50":      {func(s *sample) *float64 { return &s.xPing50 }, 1},
+	"x-ping-p99":      {func(s *sample) *float64 { return &s.xPing99 }, 1},
+	"x-redis_rate":    {func(s *sample) *float64 { return &s.xRedisRate }, 1},
+	"ops/s":           {func(s *sample) *float64 { return &s.ops }, 1},
+	"p50-ns":          {func(s *sample) *float64 { return &s.p50 }, 1},
+	"p99-ns":          {func(s *sample) *float64 { return &s.p99 }, 1},
+	"redis-cpu-ns/op": {func(s *sample) *float64 { return &s.redisCPU }, 1},
+}
+
 // results holds the samples of every configuration, in the order first
 // seen.
 type results struct {
@@ -155,31 +175,8 @@ func parseBench(r io.Reader) (results, error) {
 			if err != nil {
 				return res, fmt.Errorf("%q: %w", sc.Text(), err)
 			}
-			switch f[i+1] {
-			case "ns/op":
-				s.ns = v
-			case "B/op":
-				s.bytes = v
-			case "allocs/op":
-				s.allocs = v
-			case "cpu-ns/op":
-				s.cpu = v
-			case "overhead-%":
-				s.overhead = v / 100
-			case "x-ping-p50":
-				s.xPing50 = v
-			case "x-ping-p99":
-				s.xPing99 = v
-			case "x-redis_rate":
-				s.xRedisRate = v
-			case "ops/s":
-				s.ops = v
-			case "p50-ns":
-				s.p50 = v
-			case "p99-ns":
-				s.p99 = v
-			case "redis-cpu-ns/op":
-				s.redisCPU = v
+			if m, ok := metrics[f[i+1]]; ok {
+				*m.field(&s) = v * m.scale
 			}
 		}
 		if _, ok := res.samples[k]; !ok {
@@ -197,23 +194,18 @@ func (r results) median(k key) (m sample, spread float64, n int, ok bool) {
 	if len(ss) == 0 {
 		return m, 0, 0, false
 	}
-	pick := func(f func(sample) float64) float64 {
-		v := make([]float64, len(ss))
-		for i, s := range ss {
-			v[i] = f(s)
+	v := make([]float64, len(ss))
+	for _, m2 := range metrics {
+		for i := range ss {
+			v[i] = *m2.field(&ss[i])
 		}
 		slices.Sort(v)
-		if len(v)%2 == 1 {
-			return v[len(v)/2]
+		med := v[len(v)/2]
+		if len(v)%2 == 0 {
+			med = (v[len(v)/2-1] + v[len(v)/2]) / 2
 		}
-		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+		*m2.field(&m) = med
 	}
-	m = sample{pick(func(s sample) float64 { return s.ns }), pick(func(s sample) float64 { return s.bytes }), pick(func(s sample) float64 { return s.allocs }),
-		pick(func(s sample) float64 { return s.cpu }), pick(func(s sample) float64 { return s.overhead }),
-		pick(func(s sample) float64 { return s.xPing50 }), pick(func(s sample) float64 { return s.xPing99 }),
-		pick(func(s sample) float64 { return s.xRedisRate }),
-		pick(func(s sample) float64 { return s.ops }), pick(func(s sample) float64 { return s.p50 }),
-		pick(func(s sample) float64 { return s.p99 }), pick(func(s sample) float64 { return s.redisCPU })}
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, s := range ss {
 		lo, hi = min(lo, s.ns), max(hi, s.ns)
