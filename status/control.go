@@ -53,13 +53,18 @@ func pauseGatesOf(s Snapshotter) *breakwater.PauseGates {
 
 // serveControl applies one control. It runs behind
 // http.CrossOriginProtection, which refuses cross-site browser requests by
-// their Sec-Fetch-Site and Origin headers; it also requires POST, a JSON
-// body and ControlHeader, so that a request a browser would send without a
-// preflight is refused whatever headers the browser sets.
+// their Sec-Fetch-Site and Origin headers; it also requires POST, a Host
+// the page accepts (see hostAllowed), ControlHeader and a body of one JSON
+// object, so that a request a browser would send without a preflight, or
+// from a DNS-rebound name, is refused whatever headers the browser sets.
 func (p *Page) serveControl(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		http.Error(w, http.StatusText(http.StatusMethodNotAllowed), http.StatusMethodNotAllowed)
+		return
+	}
+	if !p.hostAllowed(r) {
+		http.Error(w, fmt.Sprintf("status: a control request's Host %q is not one this page accepts (loopback, the listener's address, or status.WithAllowedHosts)", r.Host), http.StatusForbidden)
 		return
 	}
 	if r.Header.Get(ControlHeader) != "1" {
@@ -75,6 +80,10 @@ func (p *Page) serveControl(w http.ResponseWriter, r *http.Request) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		http.Error(w, "status: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		http.Error(w, "status: a control request's body must be one JSON object, with nothing after it", http.StatusBadRequest)
 		return
 	}
 	if err := p.apply(req); err != nil {

@@ -18,10 +18,18 @@
 //
 // The page only reads unless [WithControls] is given; its controls (trip,
 // reset, clear a pause) are POST requests that must carry a custom header
-// and pass net/http's [http.CrossOriginProtection], so another site open
-// in the operator's browser cannot press them. They do not authenticate
-// anyone: put the admin listener behind your own authentication when more
-// than trusted people can reach it.
+// and one JSON object, pass net/http's [http.CrossOriginProtection], and
+// name in their Host header a host the page was mounted for, so another
+// site open in the operator's browser cannot press them, not even by DNS
+// rebinding (a name of the attacker's that resolves to the admin
+// listener, which makes the attacker's page same-origin with it). The
+// hosts accepted are loopback names and addresses, the address the
+// request's connection arrived on, and those given to [WithAllowedHosts].
+// The state is read with GET under any Host, as before: a rebinding page
+// can read the keys it shows, but can press nothing.
+//
+// The controls do not authenticate anyone: put the admin listener behind
+// your own authentication when more than trusted people can reach it.
 //
 // Output is bounded: each table shows at most a page of rows (50 by
 // default, 500 at most), ranked by trouble (open breakers first, then
@@ -55,6 +63,7 @@ type config struct {
 	title    string
 	refresh  time.Duration
 	controls bool
+	hosts    map[string]bool // WithAllowedHosts, lower-cased, no port
 	sources  []source
 	errs     []error
 }
@@ -105,6 +114,33 @@ func WithRefresh(d time.Duration) Option { return func(c *config) { c.refresh = 
 // pause, and accepts them on the control endpoint. Off by default. See the
 // package documentation for how they are guarded.
 func WithControls() Option { return func(c *config) { c.controls = true } }
+
+// WithAllowedHosts adds host names or IP addresses (without a port; any
+// port matches) under which the controls are accepted, for an admin
+// listener reached by a name, or by an address other than the one its
+// connections arrive on (through NAT or a proxy that keeps the Host).
+// Without it the controls accept only a Host that is a loopback name
+// ("localhost", a name under ".localhost") or address, or the local
+// address of the request's connection. A control under any other Host is
+// refused with 403: that is what a page on a DNS-rebound name sends.
+// Names are matched without regard to case and to a final dot; "*" is
+// not a wildcard. Only list names you own: a name the page accepts is one
+// a rebinding attack could use if its owner were hostile.
+func WithAllowedHosts(hosts ...string) Option {
+	return func(c *config) {
+		if c.hosts == nil {
+			c.hosts = map[string]bool{}
+		}
+		for _, h := range hosts {
+			n, err := allowedHost(h)
+			if err != nil {
+				c.errs = append(c.errs, err)
+				continue
+			}
+			c.hosts[n] = true
+		}
+	}
+}
 
 // Page is the status page's [http.Handler]. It serves, relative to where it
 // is mounted:

@@ -231,6 +231,10 @@ func control(h http.Handler, body string, header map[string]string) *httptest.Re
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(status.ControlHeader, "1")
 	for k, v := range header {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
 		if v == "" {
 			req.Header.Del(k)
 		} else {
@@ -256,7 +260,7 @@ func TestControlsAreOffByDefault(t *testing.T) {
 func TestControls(t *testing.T) {
 	reg := newRegistry(t, 1)
 	const key = "host-00000"
-	h := newPage(t, status.Source("r", reg), status.WithControls())
+	h := newPage(t, status.Source("r", reg), status.WithControls(), status.WithAllowedHosts("admin.test"))
 	trip := `{"source":"r","action":"trip","key":"` + key + `"}`
 	for _, tc := range []struct {
 		name   string
@@ -273,6 +277,9 @@ func TestControls(t *testing.T) {
 		{"unknown key", `{"source":"r","action":"trip","key":"nope"}`, nil, http.StatusBadRequest},
 		{"unknown action", `{"source":"r","action":"melt","key":"` + key + `"}`, nil, http.StatusBadRequest},
 		{"unknown field", `{"source":"r","action":"trip","key":"` + key + `","for":"1h"}`, nil, http.StatusBadRequest},
+		{"a second object after it", trip + `{"source":"r","action":"reset","key":"` + key + `"}`, nil, http.StatusBadRequest},
+		{"garbage after it", trip + ` x`, nil, http.StatusBadRequest},
+		{"a host the page was not mounted for", trip, map[string]string{"Host": "evil.example"}, http.StatusForbidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if w := control(h, tc.body, tc.header); w.Code != tc.code {
@@ -289,7 +296,7 @@ func TestControls(t *testing.T) {
 		t.Fatalf("GET /control: %d", w.Code)
 	}
 
-	if w := control(h, trip, map[string]string{"Sec-Fetch-Site": "same-origin"}); w.Code != http.StatusOK {
+	if w := control(h, trip+"\n", map[string]string{"Sec-Fetch-Site": "same-origin"}); w.Code != http.StatusOK {
 		t.Fatalf("trip: %d %s", w.Code, w.Body)
 	}
 	if reg.bs.Get(key).State() != bw.StateOpen {
