@@ -10,8 +10,13 @@ import (
 
 // plan returns the longest wait before each retry of a failing call, for
 // attempts 2 to maxAttempts: exact for a backoff with a MaxDelay method
-// or a deterministic one, estimated by drawing for a function.
+// or a deterministic one, estimated by drawing for a function. The plan
+// checkPlan computed at construction is reused, so that every reader of a
+// transport's plan sees the same waits even when they were drawn.
 func (c *config) plan() []time.Duration {
+	if c.planned != nil {
+		return c.planned
+	}
 	out := make([]time.Duration, 0, c.maxAttempts-1)
 	var prev time.Duration
 	for n := 1; n < c.maxAttempts; n++ {
@@ -46,6 +51,12 @@ func (c *config) worstPlan() time.Duration {
 // long, which state is shared with other replicas, and what a fully
 // failing call costs. It is meant for a reviewer of
 // a configuration, a startup log line or a test golden file.
+//
+// It is deterministic: a transport explains itself in the same words on
+// every call, and two transports of the same configuration alike (its
+// simulated outage runs with a fixed seed; only the waits of a [Backoff]
+// without MaxDelay, drawn once when the transport is built, may differ
+// between two transports).
 func (t *Transport) Explain() string {
 	c := &t.cfg
 	var b strings.Builder

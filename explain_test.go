@@ -2,6 +2,7 @@ package breakwater_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -137,6 +138,71 @@ func TestExplainDelays(t *testing.T) {
 		}
 		if !strings.Contains(tr.Explain(), tc.want) {
 			t.Errorf("Explain lacks %q:\n%s", tc.want, tr.Explain())
+		}
+	}
+}
+
+// simRun is everything a simulation reports: its result and its events.
+func simRun(tr *bw.Transport, s bw.Scenario) string {
+	var b strings.Builder
+	s.Observe = func(at time.Duration, e bw.Event) {
+		fmt.Fprintf(&b, "%s %s %d %s %s %v\n", at, e.Kind, e.Attempt, e.Category, e.Mechanism, e.Err)
+	}
+	fmt.Fprintf(&b, "%+v\n", tr.Simulate(s))
+	return b.String()
+}
+
+// Under fault injection, and with a failure rate, the same transport,
+// scenario and seed give the same simulation, event for event; the seed
+// is what the draws come from.
+func TestSimulateIsDeterministic(t *testing.T) {
+	tr, err := bw.NewTransport(bw.WithFaultInjection(0.25))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := bw.Scenario{FailureRate: 0.5, Seed: 7, Callers: 3, Duration: time.Minute}
+	first := simRun(tr, s)
+	for range 5 {
+		if again := simRun(tr, s); again != first {
+			t.Fatalf("the same simulation twice differs:\n%s\nthen\n%s", first, again)
+		}
+	}
+	// Another transport of the same configuration simulates alike.
+	tr2, err := bw.NewTransport(bw.WithFaultInjection(0.25))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again := simRun(tr2, s); again != first {
+		t.Fatal("two transports of one configuration simulate differently")
+	}
+	// Fault injection alone draws from the seed too.
+	seen := map[string]bool{}
+	for seed := range uint64(20) {
+		seen[simRun(tr, bw.Scenario{Seed: seed, HealthyFor: time.Hour, MaxCalls: 50})] = true
+	}
+	if len(seen) < 2 {
+		t.Fatal("20 seeds gave one simulation: the seed is not used")
+	}
+}
+
+// Explain says the same on every call, under fault injection and with a
+// random backoff function that has no MaxDelay.
+func TestExplainIsDeterministic(t *testing.T) {
+	random := bw.BackoffFunc(func(n int, _ time.Duration) time.Duration { return time.Duration(rand.Int64N(int64(time.Second))) })
+	for _, opts := range [][]bw.Option{
+		{bw.WithFaultInjection(0.25)},
+		{bw.WithFaultInjection(0.5), bw.WithPolicy(bw.Consecutive(3))},
+		{bw.WithBackoff(random), bw.WithMaxAttempts(4)},
+	} {
+		tr, err := bw.NewTransport(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := tr.Explain()
+		for range 20 {
+			if again := tr.Explain(); again != first {
+				t.Fatalf("Explain differs between two calls:\n%s\nthen\n%s", first, again)
+			}
 		}
 	}
 }

@@ -30,7 +30,12 @@ type Scenario struct {
 	// FailureRate, when in (0, 1), makes each attempt during the outage
 	// fail with that probability instead (seeded by Seed).
 	FailureRate float64
-	Seed        uint64
+	// Seed seeds every random draw the simulation makes: FailureRate's
+	// and the breaker's fault injection ([WithFaultInjection]). The same
+	// transport configuration, scenario and seed give the same result and
+	// the same events; another seed may give others. Default 0, a seed
+	// like any other.
+	Seed uint64
 	// Callers is how many callers send calls at once, each one call after
 	// another with Think between them. Default 1, no think time (a call
 	// refused at once is then followed by the next 1 ms later).
@@ -84,6 +89,10 @@ type SimResult struct {
 // category decides what is retried), rate limit headers, the randomness
 // of backoff and open-duration jitter, or how a pause gate spreads the
 // calls it releases (in the simulation they all go when the pause ends).
+//
+// It is deterministic: its only random draws (a FailureRate, fault
+// injection) come from Scenario.Seed, and a [Backoff] without a MaxDelay
+// method is estimated once, when the transport is built.
 func (t *Transport) Simulate(s Scenario) SimResult {
 	sim := newSimulation(t, s)
 	sim.run()
@@ -101,6 +110,7 @@ type simulation struct {
 	budget  *retryBudget
 	plan    []time.Duration
 	rng     *rand.Rand
+	faults  float64 // the breaker's fault injection rate, drawn from rng
 	callers []*simCaller
 	res     SimResult
 	opening *simCall // the call being charged, to credit an opening to
@@ -160,6 +170,7 @@ func newSimulation(t *Transport, s Scenario) *simulation {
 	sim := &simulation{t: t, s: s, plan: t.cfg.plan()}
 	sim.rng = rand.New(rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15))
 	sim.bs = t.breakers.simulated(&sim.now)
+	sim.faults = t.breakers.cfg.faultRate
 	sim.bs.addListener(sim.transition)
 	sim.breaker = sim.bs.Get(simKey)
 	if t.limits.gates != nil {
@@ -175,10 +186,12 @@ func newSimulation(t *Transport, s Scenario) *simulation {
 }
 
 // simulated returns a private registry with bs's configuration on the
-// virtual clock now: no listeners, no cluster, no open-duration jitter.
+// virtual clock now: no listeners, no cluster, no open-duration jitter,
+// and no fault injection of its own (the simulation injects the faults,
+// from its seed).
 func (bs *Breakers) simulated(now *int64) *Breakers {
 	cfg := bs.cfg
-	cfg.listeners, cfg.bus, cfg.jitter = nil, nil, 0
+	cfg.listeners, cfg.bus, cfg.jitter, cfg.faultRate = nil, nil, 0, 0
 	sim := &Breakers{cfg: cfg, start: time.Now(), virtual: now}
 	var ls []func(Transition)
 	sim.listeners.Store(&ls)
@@ -294,6 +307,10 @@ func (sim *simulation) admit(c *simCaller) {
 // attempt that waited out a pause asks again.
 func (sim *simulation) allow(c *simCaller) {
 	call := c.call
+	if err := sim.injectFault(call.c.breaker); err != nil {
+		sim.refused(c, err, 0)
+		return
+	}
 	permit, err := call.c.breaker.Allow()
 	if err != nil {
 		var left time.Duration
@@ -305,6 +322,19 @@ func (sim *simulation) allow(c *simCaller) {
 	}
 	call.permit = permit
 	sim.pass(c)
+}
+
+// injectFault is the fault injection of Breaker.Allow with the
+// simulation's seeded draws: a closed breaker rejects an admission with the
+// injected fault's error at the configured rate.
+func (sim *simulation) injectFault(b *Breaker) error {
+	if sim.faults <= 0 || b == nil {
+		return nil
+	}
+	if _, s := unpack(b.sg.Load()); s != StateClosed || sim.rng.Float64() >= sim.faults {
+		return nil
+	}
+	return b.faultErr
 }
 
 // pass runs the pause gate for an admitted attempt: a pause the call can

@@ -288,7 +288,8 @@ const maxAttemptsLimit = 1000
 const maxBudgetReserve = 1e12
 
 // checkPlan computes the retry plan once, so that a Backoff that panics or
-// waits whose sum overflows are construction errors.
+// waits whose sum overflows are construction errors, and keeps it for
+// every later reader of the plan.
 func (c *config) checkPlan() (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -296,11 +297,14 @@ func (c *config) checkPlan() (err error) {
 		}
 	}()
 	var total int64
-	for _, d := range c.plan() {
+	c.planned = nil
+	plan := c.plan()
+	for _, d := range plan {
 		if total = addSat(total, int64(max(0, d))); total == math.MaxInt64 {
 			return fmt.Errorf("breakwater: the waits of %d attempts add up to more than %s", c.maxAttempts, time.Duration(math.MaxInt64))
 		}
 	}
+	c.planned = plan
 	return nil
 }
 

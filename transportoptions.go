@@ -31,6 +31,7 @@ type config struct {
 	backoff            Backoff
 	backoffMax         func(n int, prev time.Duration) time.Duration // nil: estimate by drawing
 	backoffExact       bool                                          // backoffMax is the wait, not a bound
+	planned            []time.Duration                               // the retry plan checkPlan computed; nil before
 	retryIf            func(context.Context, *http.Response, error) (bool, error)
 	retryNonIdempotent bool
 	bufferBodies       int64

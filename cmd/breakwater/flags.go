@@ -189,7 +189,7 @@ func addScenarioFlags(fs *flag.FlagSet) *scenarioFlags {
 	fs.DurationVar(&sf.think, "think", 0, "each caller's pause between its calls")
 	fs.DurationVar(&sf.duration, "duration", 0, "simulate this long (0: until the breaker opens or -max-calls; 1m with -svg)")
 	fs.IntVar(&sf.maxCalls, "max-calls", 0, "the most calls (default 100 without -duration, unbounded with it)")
-	fs.Uint64Var(&sf.seed, "seed", 0, "the seed of -failure-rate's draws")
+	fs.Uint64Var(&sf.seed, "seed", 0, "the seed of every random draw (-failure-rate, -fault-injection): the same flags and seed give the same output")
 	fs.DurationVar(&sf.interval, "interval", 0, "the timeline's interval (default: a 60th of the time simulated, at least 100ms)")
 	return sf
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -177,6 +178,34 @@ func TestCheck(t *testing.T) {
 		if _, err := runCmd(t, bad...); exitCode(err) != 2 {
 			t.Errorf("%q: exit %d (%v), want 2", bad, exitCode(err), err)
 		}
+	}
+}
+
+// Under fault injection and a failure rate, every command gives the same
+// output, and check the same verdict, for the same flags and seed; -seed
+// chooses the draws.
+func TestCommandsAreDeterministic(t *testing.T) {
+	for _, args := range [][]string{
+		{"check", "-fault-injection", "0.25", "-assert", "opens<=25"},
+		{"check", "-fault-injection", "0.25", "-failure-rate", "0.5", "-callers", "4", "-duration", "30s", "-seed", "9", "-assert", "rejected<=1000"},
+		{"simulate", "-fault-injection", "0.5", "-outage", "throttled", "-duration", "20s"},
+		{"explain", "-fault-injection", "0.25"},
+	} {
+		first, firstErr := runCmd(t, args...)
+		for range 10 {
+			out, err := runCmd(t, args...)
+			if out != first || exitCode(err) != exitCode(firstErr) {
+				t.Fatalf("%q: exit %d then %d, output\n%s\nthen\n%s", args, exitCode(firstErr), exitCode(err), first, out)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for seed := range 10 {
+		out, _ := runCmd(t, "simulate", "-fault-injection", "0.25", "-healthy-for", "1h", "-max-calls", "50", "-seed", strconv.Itoa(seed))
+		seen[out] = true
+	}
+	if len(seen) < 2 {
+		t.Error("10 seeds gave one simulation: -seed is not used")
 	}
 }
 
