@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"time"
 
@@ -141,9 +142,12 @@ type Config struct {
 	} `json:"pause,omitzero"`
 }
 
-// ParseConfig reads a JSON [Config] strictly: an unknown field, a second
-// value or a malformed duration is an error, so a typo in a checked-in
-// file fails CI instead of silently keeping a default.
+// ParseConfig reads a JSON [Config] strictly: an unknown field, a field
+// given twice in one object (at any depth, map keys included), a field
+// name that matches only without regard to case ("CALL_TIMEOUT"), a
+// second value or a malformed duration is an error naming it, so a typo
+// in a checked-in file fails CI instead of silently keeping a default or
+// overriding a value.
 func ParseConfig(data []byte) (Config, error) {
 	var c Config
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -154,7 +158,104 @@ func ParseConfig(data []byte) (Config, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return Config{}, errors.New("breakwater: config: data after the JSON object")
 	}
+	if err := checkNames(json.NewDecoder(bytes.NewReader(data)), reflect.TypeFor[Config](), ""); err != nil {
+		return Config{}, fmt.Errorf("breakwater: config: %w", err)
+	}
 	return c, nil
+}
+
+// checkNames reads one JSON value of type t from dec and reports the first
+// field name given twice in one object, or matching a field of t only
+// without regard to case: encoding/json accepts both, the last value
+// winning, so that {"call_timeout":"1s","CALL_TIMEOUT":"60s"} would run
+// with 60 s. Map keys given twice are refused too. path names the value,
+// for the error. The data is valid JSON of the right shape (ParseConfig
+// decoded it first).
+func checkNames(dec *json.Decoder, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok != json.Delim('{') || t.Kind() != reflect.Struct && t.Kind() != reflect.Map {
+		return skipValue(dec, tok)
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		name, _ := tok.(string)
+		field := path + name
+		if seen[name] {
+			return fmt.Errorf("field %q is given twice", field)
+		}
+		seen[name] = true
+		elem := t
+		if t.Kind() == reflect.Map {
+			elem = t.Elem()
+		} else if f, exact, ok := jsonField(t, name); !ok {
+			elem = reflect.TypeFor[any]() // unknown: the decoder refused it already
+		} else if !exact {
+			return fmt.Errorf("field %q is spelt %q: field names are case-sensitive", field, path+f.name)
+		} else {
+			elem = f.typ
+		}
+		if err := checkNames(dec, elem, field+"."); err != nil {
+			return err
+		}
+	}
+	_, err = dec.Token() // '}'
+	return err
+}
+
+// jsonField finds the field of struct t that encoding/json would decode
+// name into: exact reports whether name is its name as spelt.
+func jsonField(t reflect.Type, name string) (f struct {
+	name string
+	typ  reflect.Type
+}, exact, ok bool) {
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		tag, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		if !sf.IsExported() || tag == "-" {
+			continue
+		}
+		if tag == "" {
+			tag = sf.Name
+		}
+		if tag == name {
+			f.name, f.typ = tag, sf.Type
+			return f, true, true
+		}
+		if !ok && strings.EqualFold(tag, name) {
+			f.name, f.typ, ok = tag, sf.Type, true
+		}
+	}
+	return f, false, ok
+}
+
+// skipValue reads the rest of the JSON value whose first token is tok.
+func skipValue(dec *json.Decoder, tok json.Token) error {
+	if tok != json.Delim('{') && tok != json.Delim('[') {
+		return nil
+	}
+	for depth := 1; depth > 0; {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+	}
+	return nil
 }
 
 // apply makes a Config an Option of [NewTransport]: every field that is

@@ -79,6 +79,32 @@ func TestParseConfigIsStrict(t *testing.T) {
 	}
 }
 
+// A field given twice, or under another case, is an error naming it, at
+// any depth: encoding/json alone would let the last value win.
+func TestParseConfigRefusesDuplicateAndMiscasedNames(t *testing.T) {
+	for _, tc := range []struct{ in, field string }{
+		{`{"call_timeout":"1s","CALL_TIMEOUT":"60s"}`, `"CALL_TIMEOUT" is spelt "call_timeout"`},
+		{`{"CALL_TIMEOUT":"60s"}`, `"CALL_TIMEOUT" is spelt "call_timeout"`},
+		{`{"call_timeout":"1s","call_timeout":"60s"}`, `"call_timeout" is given twice`},
+		{`{"retry":{"max_attempts":2,"Max_Attempts":9}}`, `"retry.Max_Attempts" is spelt "retry.max_attempts"`},
+		{`{"retry":{"budget":{"ratio":0.1,"ratio":0.9}}}`, `"retry.budget.ratio" is given twice`},
+		{`{"Retry":{"max_attempts":2}}`, `"Retry" is spelt "retry"`},
+		{`{"retry":{},"retry":{"max_attempts":9}}`, `"retry" is given twice`},
+		{`{"breaker":{"category_thresholds":{"timeout":2,"timeout":9}}}`, `"breaker.category_thresholds.timeout" is given twice`},
+		{`{"pause":{"rate_limit_headers":true,"RATE_LIMIT_HEADERS":false}}`, `"pause.RATE_LIMIT_HEADERS" is spelt "pause.rate_limit_headers"`},
+	} {
+		_, err := bw.ParseConfig([]byte(tc.in))
+		if err == nil || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("ParseConfig(%s): %v, want an error with %s", tc.in, err, tc.field)
+		}
+	}
+	// Distinct fields and keys, nested objects and arrays of values pass.
+	cfg, err := bw.ParseConfig([]byte(`{"call_timeout":"1s","retry":{"max_attempts":2,"budget":{"ratio":0.1}},"breaker":{"category_thresholds":{"timeout":2,"network_error":3}},"attempt_timeout":"500ms"}`))
+	if err != nil || cfg.CallTimeout != bw.Duration(time.Second) || cfg.Retry.MaxAttempts != 2 || cfg.Breaker.CategoryThresholds["network_error"] != 3 {
+		t.Fatalf("%+v, %v", cfg, err)
+	}
+}
+
 // Every invalid value is reported at once, by NewTransport, with the
 // other invalid options.
 func TestConfigErrorsAreJoined(t *testing.T) {
