@@ -73,8 +73,11 @@ func WithRateLimitHeaders(on bool) Option {
 //
 // The registry is bounded ([WithKeyLimits]): gates not paused and not used
 // for idleTTL are evicted, and a full registry makes room for a new key by
-// evicting a gate that is not paused; a paused gate is never evicted, and
-// while every gate is paused the registry grows up to twice maxKeys.
+// evicting a gate that is not paused; while every gate is paused the
+// registry grows up to twice maxKeys. Past that, a new key's pause takes
+// the place of the gate whose pause (or hold) ends soonest, so that a 429
+// always pauses its key: the calls of the key it displaced are no longer
+// held. A paused gate is evicted for nothing else.
 type PauseGates struct {
 	cfg   pauseConfig
 	start time.Time
@@ -134,6 +137,7 @@ func buildPauseGates(c pauseConfig) (*PauseGates, error) {
 	}
 	g := &PauseGates{cfg: c, start: time.Now()}
 	g.m = keyed.New(c.maxKeys, c.idleTTL, func(key string) *pauseGate { return &pauseGate{key: key} }, g.weigh)
+	g.m.Displace(g.rank)
 	if c.bus != nil {
 		c.bus.Subscribe(g.applyRemote)
 	}
@@ -158,6 +162,12 @@ func (g *PauseGates) weigh(pg *pauseGate, _ time.Time) keyed.Keep {
 		return keyed.Hard
 	}
 	return keyed.None
+}
+
+// rank orders gates for a registry at its hard cap (see [keyed.Map.Displace]):
+// the gate whose pause, hold or probe lease ends soonest is displaced first.
+func (g *PauseGates) rank(pg *pauseGate, _ time.Time) int64 {
+	return max(pg.until.Load(), pg.busy.Load())
 }
 
 // busyUntil records that pg holds, probes, releases or counts something

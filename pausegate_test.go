@@ -280,6 +280,52 @@ func TestPauseRegistryFull(t *testing.T) {
 	})
 }
 
+// Past twice its key limit, with every gate paused, a 429 for a new key
+// still pauses that key: it takes the place of the gate whose pause ends
+// soonest, and every other pause stays.
+func TestPauseRegistryPastItsHardCap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, err := bw.NewPauseGates(bw.WithKeyLimits(4, time.Hour), bw.WithMaxWait(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// noisy3 ends soonest; the others later, up to noisy7 for 8 minutes.
+		for i := range 8 {
+			d := time.Duration(i+1) * time.Minute
+			if i == 3 {
+				d = 10 * time.Second
+			}
+			g.Pause(fmt.Sprint("noisy", i), d)
+		}
+		g.Observe("new", bw.Outcome{Category: bw.Throttled, Status: http.StatusTooManyRequests, RetryAfter: 30 * time.Second, HasRetryAfter: true}, nil)
+		if left := pauseLeft(g, "new"); left != 30*time.Second {
+			t.Fatalf("a 429 for a new key past the hard cap paused it for %s, want 30s", left)
+		}
+		if err := g.Wait(t.Context(), "new"); !errors.Is(err, bw.ErrPaused) {
+			t.Fatalf("a call to the paused key: %v, want ErrPaused", err)
+		}
+		if pauseLeft(g, "noisy3") != 0 {
+			t.Fatal("the pause ending soonest was kept, another one displaced")
+		}
+		for i := range 8 {
+			if i != 3 && pauseLeft(g, fmt.Sprint("noisy", i)) <= 0 {
+				t.Fatalf("noisy%d lost its pause", i)
+			}
+		}
+		if n := len(g.Snapshot().Pauses); n != 8 {
+			t.Fatalf("%d gates, want the hard cap of 8", n)
+		}
+		// Every later new key displaces the soonest pause in turn: now
+		// new's (30 s), then noisy0's (1 min).
+		g.Pause("newer", time.Hour)
+		g.Pause("newest", time.Hour)
+		if pauseLeft(g, "newer") <= 0 || pauseLeft(g, "newest") <= 0 || pauseLeft(g, "new") != 0 || pauseLeft(g, "noisy0") != 0 || pauseLeft(g, "noisy1") <= 0 {
+			t.Fatalf("newer %s, newest %s, new %s, noisy0 %s, noisy1 %s: want new's and noisy0's pauses displaced",
+				pauseLeft(g, "newer"), pauseLeft(g, "newest"), pauseLeft(g, "new"), pauseLeft(g, "noisy0"), pauseLeft(g, "noisy1"))
+		}
+	})
+}
+
 // A gate whose pause and the probe lease after it have ended is as good
 // as new: a full registry evicts it for a new key at that very instant,
 // and keeps it until then.

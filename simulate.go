@@ -208,6 +208,7 @@ func (g *PauseGates) simulated(now *int64) *PauseGates {
 	cfg.bus = nil
 	sim := &PauseGates{cfg: cfg, start: time.Now(), virtual: now}
 	sim.m = keyed.New(cfg.maxKeys, cfg.idleTTL, func(key string) *pauseGate { return &pauseGate{key: key} }, sim.weigh)
+	sim.m.Displace(sim.rank)
 	return sim
 }
 

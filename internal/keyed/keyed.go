@@ -32,7 +32,11 @@ import (
 // entries pinned by a caller are never evicted. When every entry is such,
 // the map grows past max, up to hard = 2·max; past that, a new key gets a
 // transient value that is not kept (it admits everything it is asked to,
-// and forgets what it is told). No key ever shares another key's value.
+// and forgets what it is told), unless the map was told how to rank its
+// Hard values ([Map.Displace]): then the new key takes the place of the
+// unpinned entry of lowest rank, so that a value whose Hard state ends
+// (a pause) is never refused for want of room. No key ever shares
+// another key's value.
 //
 // Idle entries: every idleTTL an insertion also sweeps the whole map and
 // evicts the entries not used since the previous such sweep (idle for
@@ -46,6 +50,7 @@ type Map[V any] struct {
 	start   time.Time
 	entry   func(key string) *Entry[V] // a new entry of key, its value made
 	weigh   func(v V, now time.Time) Keep
+	rank    func(v V, now time.Time) int64 // Displace; nil: past hard, new keys are transient
 
 	// hot caches entries by a hash of their keys, in front of m: a slot
 	// holds nil or an entry that was live when stored (see remember). A
@@ -184,6 +189,16 @@ func newMap[V any](max int, idleTTL time.Duration, entry func(string) *Entry[V],
 	return &Map[V]{max: max, hard: 2 * max, idleTTL: idleTTL, start: time.Now(), entry: entry, weigh: weigh, nextSweep: idleTTL, seed: rand.Uint64()}
 }
 
+// Displace makes the map, at its hard cap with nothing it may evict, make
+// room for a new key by evicting the unpinned entry whose value ranks
+// lowest by rank (for values whose Hard state has an end, when it ends:
+// the soonest is the cheapest loss) instead of giving the key a transient
+// value. Only when every entry is pinned at that instant is the value
+// transient. Finding the entry scans the map under its insertion lock: an
+// insertion at the hard cap costs O(entries). Call Displace before the map
+// is used.
+func (km *Map[V]) Displace(rank func(v V, now time.Time) int64) { km.rank = rank }
+
 // MaxKeys bounds the cap of a registry: its slot indices are int32.
 const MaxKeys = 1 << 28
 
@@ -290,7 +305,7 @@ func (km *Map[V]) slotLocked(now time.Time) int {
 			km.skipClock = km.max / 8 // nothing to evict: grow for a while without scanning
 		}
 		if int(km.count.Load()) >= km.hard {
-			return -1
+			return km.displaceLocked(now)
 		}
 	}
 	if n := len(km.free); n > 0 {
@@ -348,6 +363,38 @@ func (km *Map[V]) clockLocked(now time.Time) int {
 	}
 	if soft >= 0 && km.evictLocked(soft, softW) {
 		return soft
+	}
+	return -1
+}
+
+// displaceLocked evicts the unpinned entry of lowest rank and returns its
+// slot, or -1 without a rank or when every entry is pinned. An entry used
+// between the scan and the eviction is kept, and the scan runs again, a
+// few times at most.
+func (km *Map[V]) displaceLocked(now time.Time) int {
+	if km.rank == nil {
+		return -1
+	}
+	for range 4 {
+		best, bestW, bestRank := -1, int64(0), int64(0)
+		for i, e := range km.ring {
+			if e == nil {
+				continue
+			}
+			w := e.word.Load()
+			if w >= pinUnit {
+				continue
+			}
+			if r := km.rank(e.Value, now); best < 0 || r < bestRank {
+				best, bestW, bestRank = i, w, r
+			}
+		}
+		if best < 0 {
+			return -1
+		}
+		if km.evictLocked(best, bestW) {
+			return best
+		}
 	}
 	return -1
 }

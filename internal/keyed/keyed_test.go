@@ -157,6 +157,53 @@ func TestKeyedMapNeverEvictsHardOrPinned(t *testing.T) {
 	km.check(t)
 }
 
+// With a rank, a map at its hard cap full of Hard values gives a new key
+// the place of the unpinned entry of lowest rank instead of a transient
+// value; pinned entries are never displaced, and only when every entry is
+// pinned is the new value transient.
+func TestKeyedMapDisplacesLowestRank(t *testing.T) {
+	type ranked struct {
+		key  string
+		rank int64
+	}
+	km := New(2, time.Hour, func(k string) *ranked { return &ranked{key: k} },
+		func(*ranked, time.Time) Keep { return Hard })
+	km.Displace(func(v *ranked, _ time.Time) int64 { return v.rank })
+	for i, r := range []int64{30, 10, 40, 20} {
+		km.Get("k" + strconv.Itoa(i)).rank = r
+	}
+	pinned := km.Acquire("k1") // the lowest rank, but pinned
+	e := km.Acquire("new")
+	if e.transient {
+		t.Fatal("a new key past the hard cap got a transient value")
+	}
+	e.Value.rank = 50
+	e.Release()
+	if _, ok := km.Lookup("k3"); ok {
+		t.Fatal("k3, the lowest unpinned rank, was kept")
+	}
+	for _, k := range []string{"k0", "k1", "k2", "new"} {
+		if _, ok := km.Lookup(k); !ok {
+			t.Fatalf("%s was displaced", k)
+		}
+	}
+	if km.Len() != 4 {
+		t.Fatalf("%d entries, want the hard cap of 4", km.Len())
+	}
+	km.check(t)
+	var pins []*Entry[*ranked]
+	for _, k := range []string{"k0", "k2", "new"} {
+		pins = append(pins, km.Acquire(k))
+	}
+	if e := km.Acquire("late"); !e.transient {
+		t.Fatal("with every entry pinned, a new key displaced one")
+	}
+	for _, p := range append(pins, pinned) {
+		p.Release()
+	}
+	km.check(t)
+}
+
 // An entry holding state worth keeping (Soft) outlives a churn of
 // entries that hold none, even when it is not used for a long time.
 func TestKeyedMapPrefersLosslessVictims(t *testing.T) {
