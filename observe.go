@@ -46,9 +46,15 @@ const (
 	// after the first attempt of its round; Endpoint). It ends as any
 	// attempt, in an EventAttempt with Hedge set.
 	EventHedge
+	// EventWarning: a component found a hazard in how it is deployed
+	// (Mechanism, the component's; Err, what and what to do), reported
+	// once per component, with the context of the request that showed it.
+	// A [Shedder] behind an http.Server without ReadTimeout or
+	// WriteTimeout reports one.
+	EventWarning
 )
 
-var eventKindNames = [...]string{"", "call_start", "attempt", "retry", "call_end", "transition", "reject", "wait", "request", "health", "hedge"}
+var eventKindNames = [...]string{"", "call_start", "attempt", "retry", "call_end", "transition", "reject", "wait", "request", "health", "hedge", "warning"}
 
 // String returns the kind's lower-case name.
 func (k EventKind) String() string {
@@ -182,8 +188,8 @@ func transitionReporter(o Observer) func(Transition) {
 	}
 }
 
-// LogObserver returns an [Observer] that logs to l: breaker transitions and
-// endpoint ejections at Warn, endpoints coming back at Info, rejections at
+// LogObserver returns an [Observer] that logs to l: breaker transitions,
+// endpoint ejections and warnings ([EventWarning]) at Warn, endpoints coming back at Info, rejections at
 // Info (at most one per key and mechanism per interval, default 10 s, with
 // the number suppressed), retries and hedges sent at Debug.
 // A nil l returns nil (silent).
@@ -246,6 +252,12 @@ func (lo *logObserver) Observe(ctx context.Context, e Event) {
 			attrs = append(attrs, slog.Int64("suppressed", n))
 		}
 		lo.l.LogAttrs(ctx, slog.LevelInfo, "breakwater: rejected", attrs...)
+	case EventWarning:
+		attrs := []slog.Attr{slog.String("mechanism", string(e.Mechanism))}
+		if e.Err != nil {
+			attrs = append(attrs, slog.String("warning", e.Err.Error()))
+		}
+		lo.l.LogAttrs(ctx, slog.LevelWarn, "breakwater: warning", attrs...)
 	case EventHealth:
 		level, msg := slog.LevelInfo, "breakwater: endpoint back"
 		if e.Health == HealthEjected {

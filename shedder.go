@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -51,6 +53,23 @@ func WithShedRetryAfter(min, max time.Duration) Option {
 // say). Other opts are [WithShedRetryAfter], [WithObserver],
 // [WithDenyHandler] and [WithExempt].
 //
+// # Slow clients
+//
+// A slot is held for as long as the handler runs, and a handler that reads
+// the request body or writes a large answer runs at the pace of its
+// client: a client that trickles its body, or does not read what it is
+// sent, holds a slot for as long as the server lets it. A few such
+// clients, as many as the limit, hold every slot, and every other request
+// is shed. [HandlerTimeout] does not help: cancelling the request's
+// context does not end a body read or a write that is blocked on the
+// client. Bound them on the server: set the http.Server's ReadTimeout
+// (ReadHeaderTimeout bounds the headers only, read before the Shedder
+// runs) and WriteTimeout, or set read and write deadlines per handler
+// with http.ResponseController. When the Shedder has an observer
+// ([WithObserver]) and its first request's server (the request context's
+// http.ServerContextKey) has no ReadTimeout or no WriteTimeout, it reports
+// an [EventWarning] saying so, once; a [LogObserver] logs it at Warn.
+//
 // The middleware is safe for concurrent use. Admitting and releasing a
 // request costs a few atomic operations and no allocation (plus a small
 // wrapper when the connection can be hijacked or an observer needs the
@@ -88,6 +107,33 @@ type shedder struct {
 	key                KeyFunc // nil: one bulkhead for every request
 	retryMin, retryMax int64   // seconds
 	adaptive           bool
+	checked            atomic.Bool // the server's timeouts were looked at
+}
+
+// checkServer reports, once, an EventWarning when r's server lets slow
+// clients hold slots without bound (see the Shedder's documentation).
+func (sh *shedder) checkServer(r *http.Request) {
+	if !sh.checked.CompareAndSwap(false, true) {
+		return
+	}
+	srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server)
+	if !ok || srv == nil {
+		return
+	}
+	var missing []string
+	if srv.ReadTimeout <= 0 {
+		missing = append(missing, "ReadTimeout")
+	}
+	if srv.WriteTimeout <= 0 {
+		missing = append(missing, "WriteTimeout")
+	}
+	if len(missing) == 0 {
+		return
+	}
+	err := fmt.Errorf("breakwater: Shedder behind an http.Server without %s: a client that trickles its request body or does not read its answer holds a slot for as long as it likes, "+
+		"and as many such clients as the limit make the Shedder shed every other request (HandlerTimeout does not end a blocked read or write); "+
+		"set the server's %[1]s, or deadlines per handler with http.ResponseController", strings.Join(missing, " and "))
+	notify(sh.in.obs, r.Context(), &Event{Kind: EventWarning, Mechanism: MechShed, Err: err})
 }
 
 // acquire takes a slot of r's bulkhead.
@@ -111,6 +157,9 @@ func (sh *shedder) retryAfter() time.Duration {
 // wrap is the middleware.
 func (sh *shedder) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sh.in.obs != nil && !sh.checked.Load() {
+			sh.checkServer(r)
+		}
 		if sh.in.exempt != nil && sh.in.exempt(r) {
 			next.ServeHTTP(w, r)
 			return

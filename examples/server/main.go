@@ -82,9 +82,19 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	serverLog := &lockedBuffer{}
+	// The Shedder holds a slot while its handler runs, and a handler runs
+	// at its client's pace while it reads the body or writes the answer:
+	// without ReadTimeout and WriteTimeout, as many clients as the limit
+	// trickling their bodies, or not reading their answers, would hold
+	// every slot and have every other request shed (HandlerTimeout cannot
+	// end a blocked read or write). ReadTimeout bounds headers and body;
+	// WriteTimeout runs from the end of the headers, so it must exceed the
+	// longest handler (/work: 10 s of work after 1 s in the queue).
 	srv := &http.Server{
 		Handler:           a.router,
-		ReadHeaderTimeout: 5 * time.Second,
+		ReadHeaderTimeout: 2 * time.Second,
+		ReadTimeout:       5 * time.Second,
+		WriteTimeout:      15 * time.Second,
 		ErrorLog:          log.New(io.MultiWriter(serverLog, os.Stderr), "http: ", 0),
 	}
 	served := make(chan error, 1)
