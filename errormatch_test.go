@@ -124,3 +124,29 @@ func TestUpstreamErrorAfterOneAttemptAndAfterSeveral(t *testing.T) {
 		}
 	}
 }
+
+// TestAttemptTimeoutTheBudgetEnded: the attempt timeout ends an attempt
+// and the retry budget refuses the retry, with time left on the call. The
+// error is the attempt timeout's alone, as the table of rejections puts
+// timeouts first: ErrAttemptTimeout, mechanism timeout, and no
+// ErrRetryBudget.
+func TestAttemptTimeoutTheBudgetEnded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Hang: true})
+		tr := newTransport(t, u.Transport(), bw.WithAttemptTimeout(time.Second), bw.WithMaxAttempts(3),
+			bw.WithRetryBudget(0, 0, time.Minute))
+		_, err := (&http.Client{Transport: tr}).Get(breakwatertest.PipeURL)
+		var e *bw.Error
+		switch {
+		case !errors.Is(err, bw.ErrAttemptTimeout) || !errors.Is(err, context.DeadlineExceeded):
+			t.Errorf("%v: want ErrAttemptTimeout and context.DeadlineExceeded", err)
+		case errors.Is(err, bw.ErrRetryBudget) || errors.Is(err, bw.ErrCallTimeout):
+			t.Errorf("%v matches ErrRetryBudget or ErrCallTimeout: want the attempt timeout alone", err)
+		case !errors.As(err, &e) || e.Mechanism != bw.MechTimeout || e.Attempts != 1:
+			t.Errorf("%v: %+v, want mechanism timeout after 1 attempt", err, e)
+		}
+		if u.Count() != 1 {
+			t.Errorf("upstream saw %d requests, want 1", u.Count())
+		}
+	})
+}

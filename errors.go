@@ -47,7 +47,9 @@ var (
 	// ErrConcurrencyLimit: all in-flight slots are taken and the wait queue is
 	// full or the wait would outlast the deadline.
 	ErrConcurrencyLimit = errors.New("breakwater: concurrency limit reached")
-	// ErrRetryBudget: the key's retry budget is spent; the call was not retried.
+	// ErrRetryBudget: the key's retry budget is spent; the call was not
+	// retried. When an attempt timeout ended the attempt the budget
+	// allowed no retry after, the error is ErrAttemptTimeout's alone.
 	ErrRetryBudget = errors.New("breakwater: retry budget exhausted")
 	// ErrAttemptTimeout: the attempt timeout ended an attempt, and the call
 	// stopped with time left for another (its attempts, the retry budget

@@ -247,16 +247,18 @@ func (c *call) settle() {
 // fail builds the error a call returns (see [Error]): one of our own
 // counted for the call; an error of the upstream's itself when at most one
 // attempt was made, else wrapped with the attempts made; wrapped in the
-// retry budget's refusal when that stopped the call. An attempt timeout
-// after which the call timeout left no room for another attempt is the
-// call timeout's: the call ran out of time, whether or not a retry's
-// jittered wait would have fitted.
+// retry budget's refusal when that stopped the call, unless a timeout of
+// ours ended the last attempt: timeouts come first (see the table of
+// rejections), so an attempt timeout the budget allowed no retry after is
+// the attempt timeout's alone. An attempt timeout after which the call
+// timeout left no room for another attempt is the call timeout's: the call
+// ran out of time, whether or not a retry's jittered wait would have
+// fitted.
 func (c *call) fail(err error, budget bool) error {
-	if budget {
-		return &Error{Key: c.name, Mechanism: MechRetryBudget, Attempts: c.made, Err: err, sentinel: ErrRetryBudget}
-	}
 	e, ours := err.(*Error)
 	switch {
+	case budget && !(ours && e.Mechanism == MechTimeout):
+		return &Error{Key: c.name, Mechanism: MechRetryBudget, Attempts: c.made, Err: err, sentinel: ErrRetryBudget}
 	case ours && c.outOfTime && e.sentinel == ErrAttemptTimeout:
 		return &Error{Key: c.key, Mechanism: MechTimeout, Attempts: c.made, Err: context.DeadlineExceeded, sentinel: ErrCallTimeout}
 	case ours:
