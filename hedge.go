@@ -99,11 +99,14 @@ func (h Hedging) resolve() (hedging, error) {
 	return r, nil
 }
 
-// hedgeable reports whether req may be hedged: it may be sent more than
-// once (an idempotent method, an idempotency key, or the caller's say-so)
-// and its body, if any, can be replayed.
-func hedgeable(req *http.Request, idempotentByPolicy bool) bool {
-	if !(idempotentByPolicy || idempotent(req)) {
+// replayable reports whether req may be sent more than once: an
+// idempotent method, an idempotency key, or the caller's say-so
+// (byPolicy), and a body, if any, that can be replayed. A retry's say-so
+// is the request's policy or [WithRetryNonIdempotent]; a hedge's only the
+// request's own policy, since a hedge repeats a request that may well
+// succeed.
+func replayable(req *http.Request, byPolicy bool) bool {
+	if !(byPolicy || idempotent(req)) {
 		return false
 	}
 	return !hasBody(req) || req.GetBody != nil
@@ -200,8 +203,11 @@ func (s *hedgeState) delayFor(now int64, h *hedging) (time.Duration, bool) {
 //
 // Only calls that may be repeated are hedged: an idempotent method (GET,
 // HEAD, OPTIONS, TRACE, PUT, DELETE), an Idempotency-Key or
-// X-Idempotency-Key header, or [RequestPolicy.Idempotent]; and a body, if
-// any, that GetBody can replay. Every copy carries the same bytes.
+// X-Idempotency-Key header, or the request's own
+// [RequestPolicy.Idempotent]; and a body, if any, that GetBody can replay.
+// Every copy carries the same bytes. [WithRetryNonIdempotent] does not make
+// a request hedgeable: a POST without a key is never hedged, whatever the
+// retry options.
 //
 // The first acceptable answer wins: any answer but a failure the retry
 // loop would retry (an answer the loop would retry waits for the other

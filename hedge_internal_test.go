@@ -77,8 +77,8 @@ func TestHedgeable(t *testing.T) {
 		{"POST declared idempotent, one-shot body", withBody(http.MethodPost, false), true, false},
 	}
 	for _, tt := range tests {
-		if got := hedgeable(tt.req, tt.policy); got != tt.want {
-			t.Errorf("%s: hedgeable = %v, want %v", tt.name, got, tt.want)
+		if got := replayable(tt.req, tt.policy); got != tt.want {
+			t.Errorf("%s: replayable = %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }

@@ -142,6 +142,37 @@ func TestHedgingNeverRepeatsWhatMayNotBeRepeated(t *testing.T) {
 	})
 }
 
+// TestHedgingIgnoresRetryNonIdempotent: WithRetryNonIdempotent lets a POST
+// without a key be retried after a failure, never hedged: 30 slow POSTs
+// that succeed make 30 requests. A request whose RequestPolicy declares it
+// idempotent, as a key would, is hedged.
+func TestHedgingIgnoresRetryNonIdempotent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Delay: 100 * time.Millisecond})
+		tr := newTransport(t, u.Transport(), bw.WithRetryNonIdempotent(true),
+			bw.WithHedging(bw.Hedging{Delay: 10 * time.Millisecond, Budget: 1}))
+		for range 30 {
+			req, _ := http.NewRequest(http.MethodPost, breakwatertest.PipeURL+"/pay", strings.NewReader("amount=1"))
+			if r := do(tr, req); r.status != 200 {
+				t.Fatalf("POST: %+v", r)
+			}
+		}
+		synctest.Wait()
+		if n := u.Count(); n != 30 {
+			t.Fatalf("30 POSTs without a key made %d requests, want 30: a POST was hedged", n)
+		}
+		ctx := bw.WithRequestPolicy(context.Background(), bw.RequestPolicy{Idempotent: true})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, breakwatertest.PipeURL+"/pay", strings.NewReader("amount=1"))
+		if r := do(tr, req); r.status != 200 {
+			t.Fatalf("POST declared idempotent: %+v", r)
+		}
+		synctest.Wait()
+		if n := u.Count() - 30; n != 2 {
+			t.Fatalf("a slow POST declared idempotent made %d requests, want 2 (hedged)", n)
+		}
+	})
+}
+
 // TestHedgedBodiesAreIdentical: a hedged GET with a body sends the same
 // bytes twice; a body that cannot be replayed is not hedged.
 func TestHedgedBodiesAreIdentical(t *testing.T) {

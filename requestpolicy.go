@@ -17,7 +17,8 @@ type RequestPolicy struct {
 	// value disables that timeout for this request.
 	CallTimeout, AttemptTimeout time.Duration
 	// Idempotent declares the request safe to repeat whatever its method,
-	// as an Idempotency-Key header would.
+	// as an Idempotency-Key header would: it is retried, and hedged
+	// ([WithHedging]).
 	Idempotent bool
 }
 
@@ -29,12 +30,15 @@ func WithRequestPolicy(ctx context.Context, p RequestPolicy) context.Context {
 	return context.WithValue(ctx, policyKey{}, p)
 }
 
-// policy resolves the settings of one request.
-func (t *Transport) policy(req *http.Request) RequestPolicy {
-	p := RequestPolicy{MaxAttempts: t.cfg.maxAttempts, CallTimeout: t.cfg.callTimeout, AttemptTimeout: t.cfg.attemptTimeout, Idempotent: t.cfg.retryNonIdempotent}
+// policy resolves the settings of one request. Its Idempotent is the
+// request's own declaration or [WithRetryNonIdempotent]'s; declared
+// reports the request's own, which alone makes a request of any method
+// hedgeable.
+func (t *Transport) policy(req *http.Request) (p RequestPolicy, declared bool) {
+	p = RequestPolicy{MaxAttempts: t.cfg.maxAttempts, CallTimeout: t.cfg.callTimeout, AttemptTimeout: t.cfg.attemptTimeout, Idempotent: t.cfg.retryNonIdempotent}
 	o, ok := req.Context().Value(policyKey{}).(RequestPolicy)
 	if !ok {
-		return p
+		return p, false
 	}
 	if o.MaxAttempts > 0 {
 		p.MaxAttempts = min(o.MaxAttempts, maxAttemptsLimit)
@@ -46,5 +50,5 @@ func (t *Transport) policy(req *http.Request) RequestPolicy {
 		p.AttemptTimeout = max(0, o.AttemptTimeout)
 	}
 	p.Idempotent = p.Idempotent || o.Idempotent
-	return p
+	return p, o.Idempotent
 }

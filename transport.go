@@ -397,7 +397,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	var c call // set field by field: a literal would be built aside and copied
 	c.t, c.req, c.ctx, c.key, c.name = t, req, req.Context(), key, key
-	c.pol, c.start = t.policy(req), t.now()
+	var declared bool // the request's own policy declares it idempotent
+	c.pol, declared = t.policy(req)
+	c.start = t.now()
 	if isUpgrade(req) { // the connection outlives the call: no timeouts
 		c.pol.CallTimeout, c.pol.AttemptTimeout = 0, 0
 	}
@@ -418,8 +420,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		c.req = bufferBody(req, t.cfg.bufferBodies)
 	}
 	if t.cfg.hedging != nil || t.eps != nil {
-		c.repeatable = hedgeable(c.req, c.pol.Idempotent)
-		if t.cfg.hedging != nil && c.repeatable && c.pol.MaxAttempts > 1 {
+		c.repeatable = replayable(c.req, c.pol.Idempotent)
+		if t.cfg.hedging != nil && replayable(c.req, declared) && c.pol.MaxAttempts > 1 {
 			c.hedge = t.keys.Get(c.name).hedging()
 			c.hedge.deposit(c.start)
 		}

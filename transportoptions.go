@@ -182,8 +182,10 @@ func WithRetryIf(fn func(ctx context.Context, resp *http.Response, err error) (b
 
 // WithRetryNonIdempotent, when on, retries requests whose method is not
 // idempotent (POST, PATCH, …) and that carry no Idempotency-Key. Only do
-// this when the upstream deduplicates them some other way. It configures
-// [NewTransport] and [RetryStage]. Default: off.
+// this when the upstream deduplicates them some other way. It only
+// retries: such a request is never hedged ([WithHedging]), since a hedge
+// repeats a request that has not failed. It configures [NewTransport] and
+// [RetryStage]. Default: off.
 func WithRetryNonIdempotent(on bool) Option {
 	return transportOption("WithRetryNonIdempotent", true, func(c *config) { c.retryNonIdempotent = on })
 }
