@@ -133,7 +133,7 @@ func (t *Transport) Explain() string {
 		line(2, "", "none: a throttled call waits its own Retry-After; other calls are not held")
 	} else {
 		line(2, "429", "pauses the host for its hint (at most %s); the calls held leave one probe first, then spread out", formatDuration(g.cfg.maxPause))
-		line(2, "503 + hint", "delays that call's retry; holds the host only while such answers are the majority, with a probe every %s", formatDuration(overloadProbeEvery))
+		line(2, "503 + hint", "delays that call's retry; holds the host only while such answers are the majority (at least %d in %s), with a probe every %s", overloadMinimum, formatDuration(overloadWindow), formatDuration(overloadProbeEvery))
 		line(2, "quota fields", "%s", map[bool]string{true: "paced on (RateLimit, RateLimit-Policy, X-RateLimit-*)", false: "ignored"}[t.limits.pacing])
 	}
 	t.explainLimits(&b, line)

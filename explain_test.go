@@ -80,7 +80,7 @@ func ExampleTransport_Explain() {
 	//     half-open        1 probe(s) at a time, 2 success(es) to close
 	//   pause gate
 	//     429              pauses the host for its hint (at most 120s); the calls held leave one probe first, then spread out
-	//     503 + hint       delays that call's retry; holds the host only while such answers are the majority, with a probe every 150ms
+	//     503 + hint       delays that call's retry; holds the host only while such answers are the majority (at least 2 in 1s), with a probe every 150ms
 	//     quota fields     paced on (RateLimit, RateLimit-Policy, X-RateLimit-*)
 	//   across replicas
 	//     rate limit       none

@@ -17,7 +17,9 @@ import (
 // attempts it sent in the last second were answered 503 with a hint (an
 // attempt still waiting, or one that failed otherwise, is not such an
 // answer, so a host whose good backends are merely slower than its
-// overloaded one is not held), and is held once they are the majority.
+// overloaded one is not held), and is held once they are the majority and
+// at least overloadMinimum of them came within the window: a single 503
+// with a hint, after a quiet second, is that one request's business.
 // Two refinements suit a client that must see a recovery at once: the "+1"
 // of the book's formula is a probe let through every overloadProbeEvery
 // instead of a coin flip, and a probe that is answered otherwise ends the
@@ -27,7 +29,7 @@ import (
 const (
 	overloadWindow     = time.Second            // attempts counted
 	overloadProbeEvery = 150 * time.Millisecond // one probe per this, while held
-	overloadMinimum    = 1                      // overload answers before a hold
+	overloadMinimum    = 2                      // overload answers within the window before a hold
 )
 
 // overload is one key's overload admission; guarded by its gate's mutex.

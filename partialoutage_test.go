@@ -257,8 +257,11 @@ func TestPartialOutageMaintenance(t *testing.T) {
 			}
 			t.Logf("maintenance after %s of health: %d upstream requests during the 3 s window (150 calls), first success %s after recovery; %d/%d calls ok in the end",
 				warm, during, firstOK, ok, len(results))
-			if during > 20 {
-				t.Errorf("%d requests during the maintenance window, want at most 20", during)
+			// The host is held from the second 503 within a second on
+			// (overloadMinimum), then probed every 150 ms: 2 + 3 s / 150 ms,
+			// give or take a request in flight at the edges.
+			if during > 21 {
+				t.Errorf("%d requests during the maintenance window, want at most 21", during)
 			}
 			if firstOK < 0 || firstOK > 150*time.Millisecond {
 				t.Errorf("first request after recovery came %s after it, want within 150ms", firstOK)

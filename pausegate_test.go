@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	bw "github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/breakwatertest"
 )
 
 func newPauseGates(t *testing.T, opts ...bw.Option) *bw.PauseGates {
@@ -178,8 +180,12 @@ func TestPauseGateOverloadAdmission(t *testing.T) {
 			} // the other two are still in flight, or failed otherwise
 			time.Sleep(10 * time.Millisecond)
 		}
-		// Every attempt answered 503: held after the first, one probe
+		// Every attempt answered 503: held after the second, one probe
 		// every 150 ms.
+		g.Observe("down", overloaded, nil)
+		if pauseLeft(g, "down") != 0 {
+			t.Fatalf("held after one 503 for %s", pauseLeft(g, "down"))
+		}
 		g.Observe("down", overloaded, nil)
 		start := time.Now()
 		var probes []time.Duration
@@ -356,7 +362,7 @@ func pauseKeys(g *bw.PauseGates) string {
 	return strings.Join(keys, " ")
 }
 
-// A 503 answered with "Retry-After: 0" holds the key all the same: calls
+// 503s answered with "Retry-After: 0" hold the key all the same: calls
 // wait for the next probe, 150 ms on. A hold whose probes get no answer
 // lapses a second after the last 503: calls go at once again, and the
 // snapshot no longer shows the key paused.
@@ -368,6 +374,7 @@ func TestPauseGateOverloadHoldWithAZeroHint(t *testing.T) {
 			t.Fatalf("Classify = %+v", o)
 		}
 		start := time.Now()
+		g.Observe("down", o, nil)
 		g.Observe("down", o, nil)
 		time.Sleep(10 * time.Millisecond)
 		if s, _ := pauseOf(g, "down"); !s.Paused {
@@ -388,6 +395,42 @@ func TestPauseGateOverloadHoldWithAZeroHint(t *testing.T) {
 		before := time.Now()
 		if err := g.Wait(context.Background(), "down"); err != nil || time.Since(before) != 0 {
 			t.Fatalf("Wait after the hold lapsed = %v after %s", err, time.Since(before))
+		}
+	})
+}
+
+// TestOne503DoesNotHoldTheHost: a single 503 with Retry-After delays only
+// its own call's retry; the next call goes at once. The host is held only
+// once such answers are the majority, at least 2 within a second: after a
+// second 503 the next call waits for the probe, 150 ms after the hold
+// began.
+func TestOne503DoesNotHoldTheHost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var overloaded atomic.Int32
+		overloaded.Store(1)
+		u := breakwatertest.NewPipeUpstreamFunc(t, func(int, *http.Request) breakwatertest.Step {
+			if overloaded.Add(-1) >= 0 {
+				return breakwatertest.Step{Status: 503, Header: http.Header{"Retry-After": {"10"}}}
+			}
+			return breakwatertest.Step{}
+		})
+		tr := newTransport(t, u.Transport(), bw.WithMaxAttempts(1))
+		if r := get(tr); r.status != 503 {
+			t.Fatalf("first call: %+v, want the 503", r)
+		}
+		time.Sleep(time.Millisecond)
+		start := time.Now()
+		if r := get(tr); r.status != 200 || time.Since(start) != 0 {
+			t.Fatalf("the call after one 503: %+v after %s, want a 200 at once", r, time.Since(start))
+		}
+		// A second 503 within the second: now the majority (2 of 3).
+		overloaded.Store(1)
+		if r := get(tr); r.status != 503 {
+			t.Fatalf("third call: %+v, want the 503", r)
+		}
+		start = time.Now()
+		if r := get(tr); r.status != 200 || time.Since(start) != 150*time.Millisecond {
+			t.Fatalf("the call after two 503s: %+v after %s, want a 200 after the 150ms probe wait", r, time.Since(start))
 		}
 	})
 }
