@@ -109,7 +109,7 @@ type extState uint8
 
 const (
 	extNone     extState = iota
-	extDegraded          // paused by the upstream
+	extDegraded          // held by its pause gate: degraded
 	extHalfOpen          // its breaker is half-open: degraded, and probes go to it
 	extOpen              // its breaker is open: out
 )
@@ -199,6 +199,25 @@ func (s *endpointSet) rank(e *endpoint, now int64, tried uint64, x extState) uin
 		within = uint64(max(e.inflight.Load(), 0))
 	}
 	return tr<<62 | t<<61 | within
+}
+
+// freeLeft reports whether an endpoint that the call has not tried (tried)
+// could take an attempt at once: not ejected, its breaker not open, and
+// not held by its pause gate. A retry after a throttled answer goes there
+// without waiting for the throttled endpoint's hint.
+func (s *endpointSet) freeLeft(now int64, tried uint64, ext func(*endpoint) extState) bool {
+	if len(s.eps) == 1 {
+		return false
+	}
+	for _, e := range s.eps {
+		if tried&(1<<e.i) != 0 {
+			continue
+		}
+		if x := ext(e); x != extDegraded && s.tier(e, now, x) != tierEjected {
+			return true
+		}
+	}
+	return false
 }
 
 // tier returns e's tier at now given what the owner knows of it.

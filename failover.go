@@ -21,7 +21,12 @@ import (
 // healthy; degraded (its breaker half-open, paused by the upstream, or
 // just throttled); ejected (its breaker open, or taken out by outlier
 // detection). Attempts go to the best tier, in turns or to the endpoint
-// with the fewest attempts in flight. Outlier detection works in the manner
+// with the fewest attempts in flight. A throttled answer (a 429, or a 503 with
+// Retry-After) speaks for its endpoint alone: its hint pauses that
+// endpoint's gate, and the call's retry goes at once, without waiting for
+// the hint or backing off, to an endpoint the call has not tried, when one
+// is neither ejected nor held; only when none is does the retry wait for
+// the hint as without failover. Outlier detection works in the manner
 // of [Envoy's]: an endpoint is ejected after Consecutive failing attempts in
 // a row, or when over the last 10 s (at least 20 attempts) its failure rate
 // is at least twice the other endpoints' plus 10 points. An ejection lasts
@@ -191,18 +196,27 @@ func (t *Transport) newEndpoints(f failover) *endpointSet {
 }
 
 // endpointState reports what the transport knows of an endpoint from its
-// breaker and pause gate.
+// breaker and pause gate: an open breaker first, then a hold of its gate
+// (a half-open breaker held by its gate gets no probe until the hold
+// ends), then a half-open breaker.
 func (t *Transport) endpointState(e *endpoint) extState {
-	switch e.breaker.State() { // the registry's own: pinned for good
-	case StateOpen:
+	st := e.breaker.State() // the registry's own: pinned for good
+	switch {
+	case st == StateOpen:
 		return extOpen
-	case StateHalfOpen:
+	case t.held(e.key):
+		return extDegraded
+	case st == StateHalfOpen:
 		return extHalfOpen
 	}
-	if g := t.limits.gates; g != nil && g.latest.Load() != 0 && g.remainingFor(e.key) > 0 {
-		return extDegraded
-	}
 	return extNone
+}
+
+// held reports whether key's pause gate holds it: paused, or held by its
+// overload admission. One atomic load while no gate holds anything.
+func (t *Transport) held(key string) bool {
+	g := t.limits.gates
+	return g != nil && g.latest.Load() != 0 && g.remainingFor(key) > 0
 }
 
 // allow picks the attempt's endpoint (with failover) and asks its breaker

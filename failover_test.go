@@ -3,6 +3,7 @@ package breakwater_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -533,4 +534,50 @@ func TestFailoverProbesAfterTheEjection(t *testing.T) {
 			t.Fatalf("%+v; bad.test got %d requests, want its probe (2)", r, badSeen.Load())
 		}
 	})
+}
+
+// TestFailoverRoutesAroundAThrottledEndpoint: one endpoint of three
+// answers 429 (or 503) with Retry-After; the call's retry goes at once to
+// another endpoint, whether the hint fits the call's deadline or not, and
+// only the throttled endpoint is paused: the next calls go to the others
+// at once.
+func TestFailoverRoutesAroundAThrottledEndpoint(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		hint   string
+	}{{429, "10"}, {429, "100"}, {503, "10"}, {503, "100"}} {
+		t.Run(fmt.Sprintf("%d Retry-After %s", tc.status, tc.hint), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				u := breakwatertest.NewPipeUpstreamFunc(t, func(_ int, r *http.Request) breakwatertest.Step {
+					if r.Host == "a.test" {
+						return breakwatertest.Step{Status: tc.status, Header: http.Header{"Retry-After": {tc.hint}}}
+					}
+					return breakwatertest.Step{}
+				})
+				tr := newTransport(t, u.Transport(), bw.WithFailover(bw.Failover{Endpoints: []string{
+					"http://a.test", "http://b.test", "http://c.test",
+				}}))
+				for i := range 6 {
+					start := time.Now()
+					if r := get(tr); r.status != 200 || time.Since(start) != 0 {
+						t.Fatalf("call %d: %+v after %s, want a 200 at once", i, r, time.Since(start))
+					}
+				}
+				hosts := map[string]int{}
+				for _, r := range u.Requests() {
+					hosts[r.Host]++
+				}
+				if hosts["a.test"] != 1 || hosts["b.test"]+hosts["c.test"] != 6 {
+					t.Fatalf("requests by endpoint: %v, want a.test once and the 6 calls on b and c", hosts)
+				}
+				paused := map[string]bool{}
+				for _, p := range tr.Snapshot().Pauses {
+					paused[p.Key] = p.Paused
+				}
+				if tc.status == 429 && !paused["http://a.test"] || paused["http://b.test"] || paused["http://c.test"] {
+					t.Fatalf("pauses: %v, want a.test alone paused", paused)
+				}
+			})
+		})
+	}
 }

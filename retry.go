@@ -313,6 +313,10 @@ func (t *Transport) decide(c *call, a *attemptResult, now int64) (wait time.Dura
 	if ok, stop := t.retryable(c, resp, err, o); !ok || stop != nil {
 		return 0, false, false, stop
 	}
+	// With failover, a throttled answer speaks for its endpoint alone
+	// (whose pause gate holds it): the retry goes at once to an endpoint
+	// the call has not tried, when one is free, as pick chooses.
+	elsewhere := o.Category == Throttled && c.ep != nil && t.eps.freeLeft(now, c.tried, t.endpointState)
 	switch {
 	case c.attempts >= c.pol.MaxAttempts:
 		return 0, false, false, nil
@@ -320,16 +324,20 @@ func (t *Transport) decide(c *call, a *attemptResult, now int64) (wait time.Dura
 		return 0, false, false, nil
 	case hasBody(c.req) && c.req.GetBody == nil:
 		return 0, false, false, nil
-	case o.RetryAfterTooLong:
+	case o.RetryAfterTooLong && !elsewhere:
 		return 0, false, false, nil
 	}
-	var ok bool
-	if wait, ok = backoffSafely(t.cfg.backoff, c.attempts, c.prevWait); !ok {
-		return 0, false, false, nil // a Backoff that panics means "do not retry"
-	}
-	if o.HasRetryAfter {
-		hint := o.RetryAfter + time.Duration(rand.Float64()*retryAfterJitter*float64(o.RetryAfter))
-		wait = max(wait, hint)
+	if elsewhere {
+		c.throttled = false // not a retry of the throttled endpoint's: no place in its line
+	} else {
+		var ok bool
+		if wait, ok = backoffSafely(t.cfg.backoff, c.attempts, c.prevWait); !ok {
+			return 0, false, false, nil // a Backoff that panics means "do not retry"
+		}
+		if o.HasRetryAfter {
+			hint := o.RetryAfter + time.Duration(rand.Float64()*retryAfterJitter*float64(o.RetryAfter))
+			wait = max(wait, hint)
+		}
 	}
 	if need := wait; bounded && (left <= need || resp != nil && left <= need+drainTime) {
 		c.outOfTime = c.callBound()
