@@ -109,7 +109,7 @@ type extState uint8
 
 const (
 	extNone     extState = iota
-	extDegraded          // held by its pause gate: degraded
+	extDegraded          // held by its pause gate: degraded, and chosen last in its tier
 	extHalfOpen          // its breaker is half-open: degraded, and probes go to it
 	extOpen              // its breaker is open: out
 )
@@ -179,14 +179,19 @@ func (s *endpointSet) pick(now int64, tried uint64, repeatable bool, ext func(*e
 	return s.eps[ties[int(s.rr.Add(1)-1)%nties]], false
 }
 
-// rank orders the endpoints for pick, lowest first: by tier, then untried
-// before tried, then (ejected ones) by when their ejection ends, or (with
-// LeastInFlight) by attempts in flight.
+// rank orders the endpoints for pick, lowest first: by tier, then those
+// their pause gate does not hold before those it holds (an attempt sent to
+// a held endpoint would wait, or be refused, while another could go at
+// once), then untried before tried, then (ejected ones) by when their
+// ejection ends, or (with LeastInFlight) by attempts in flight.
 func (s *endpointSet) rank(e *endpoint, now int64, tried uint64, x extState) uint64 {
 	tr := uint64(s.tier(e, now, x))
-	var t uint64
+	var t, held uint64
 	if tried&(1<<e.i) != 0 {
 		t = 1
+	}
+	if x == extDegraded {
+		held = 1
 	}
 	var within uint64
 	switch {
@@ -198,7 +203,7 @@ func (s *endpointSet) rank(e *endpoint, now int64, tried uint64, x extState) uin
 	case s.cfg.leastInFlight:
 		within = uint64(max(e.inflight.Load(), 0))
 	}
-	return tr<<62 | t<<61 | within
+	return tr<<62 | held<<61 | t<<60 | within
 }
 
 // freeLeft reports whether an endpoint that the call has not tried (tried)

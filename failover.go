@@ -21,7 +21,8 @@ import (
 // healthy; degraded (its breaker half-open, paused by the upstream, or
 // just throttled); ejected (its breaker open, or taken out by outlier
 // detection). Attempts go to the best tier, in turns or to the endpoint
-// with the fewest attempts in flight. A throttled answer (a 429, or a 503 with
+// with the fewest attempts in flight; within a tier, an endpoint that its
+// pause gate holds comes last. A throttled answer (a 429, or a 503 with
 // Retry-After) speaks for its endpoint alone: its hint pauses that
 // endpoint's gate, and the call's retry goes at once, without waiting for
 // the hint or backing off, to an endpoint the call has not tried, when one

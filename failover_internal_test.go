@@ -192,6 +192,31 @@ func TestPickTiers(t *testing.T) {
 	}
 }
 
+// An endpoint its pause gate holds is chosen last in its tier, after
+// endpoints that are merely throttled, tried or not; freeLeft sees only
+// untried endpoints that could take an attempt at once.
+func TestPickPassesOverHeld(t *testing.T) {
+	s := three(t, Failover{})
+	held := func(e *endpoint) extState { return [3]extState{extDegraded, extNone, extNone}[e.i] }
+	s.record("k", s.eps[1], 0, false, epNeutral, true, time.Second)
+	s.record("k", s.eps[2], 0, false, epNeutral, true, time.Second)
+	for _, tried := range []uint64{0, 1<<1 | 1<<2} {
+		for range 10 {
+			if ep, _ := s.pick(0, tried, false, held); ep.i == 0 {
+				t.Fatalf("tried %b: picked the held endpoint over throttled ones", tried)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		tried uint64
+		want  bool
+	}{{1 << 0, true}, {1<<0 | 1<<1, true}, {1<<1 | 1<<2, false}, {7, false}} {
+		if got := s.freeLeft(0, tc.tried, held); got != tc.want {
+			t.Errorf("freeLeft(tried %03b) = %v, want %v", tc.tried, got, tc.want)
+		}
+	}
+}
+
 func TestConsecutiveFailuresEject(t *testing.T) {
 	s := three(t, Failover{Consecutive: 3, Ejection: time.Second, MaxEjection: 8 * time.Second})
 	var events []string

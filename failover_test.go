@@ -581,3 +581,43 @@ func TestFailoverRoutesAroundAThrottledEndpoint(t *testing.T) {
 		})
 	}
 }
+
+// TestFailoverPassesOverAPausedEndpoint: a.test is paused for 100 s by a
+// 429; b.test and c.test are degraded by one 503 with Retry-After each,
+// which holds neither. Calls go to b and c at once, never to the paused
+// endpoint, which would refuse them with ErrPaused.
+func TestFailoverPassesOverAPausedEndpoint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		seen := map[string]int{}
+		u := breakwatertest.NewPipeUpstreamFunc(t, func(_ int, r *http.Request) breakwatertest.Step {
+			mu.Lock()
+			defer mu.Unlock()
+			seen[r.Host]++
+			switch {
+			case r.Host == "a.test":
+				return breakwatertest.Step{Status: 429, Header: http.Header{"Retry-After": {"100"}}}
+			case seen[r.Host] == 1:
+				return breakwatertest.Step{Status: 503, Header: http.Header{"Retry-After": {"10"}}}
+			}
+			return breakwatertest.Step{}
+		})
+		tr := newTransport(t, u.Transport(), bw.WithFailover(bw.Failover{Endpoints: []string{
+			"http://a.test", "http://b.test", "http://c.test",
+		}}))
+		// a's 429, then b's and c's 503s, at once: the attempts ran out.
+		start := time.Now()
+		if r := get(tr); r.status != 503 || time.Since(start) != 0 {
+			t.Fatalf("first call: %+v after %s, want the last 503 at once", r, time.Since(start))
+		}
+		for i := range 9 {
+			start := time.Now()
+			if r := get(tr); r.status != 200 || time.Since(start) != 0 {
+				t.Fatalf("call %d: %+v after %s, want a 200 at once", i+2, r, time.Since(start))
+			}
+		}
+		if seen["a.test"] != 1 {
+			t.Fatalf("requests by endpoint: %v, want a.test once", seen)
+		}
+	})
+}
