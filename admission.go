@@ -155,7 +155,12 @@ func (c *config) buildLimits() (limits, error) {
 // attempt of c, in that order, waiting within the call's deadline (a
 // hedge never waits), and returns the breaker's
 // permit for the attempt: the one given, or, when a pause held the key,
-// the breaker's answer after the pause. A half-open probe lease is given
+// the breaker's answer after the pause. The gate is checked again after
+// each wait for a token or a slot: when a hold began at the key meanwhile
+// (a 429 answered another call, say), the attempt gives its slot back and
+// passes the gate again, keeping its token, so that no attempt reaches the
+// upstream inside a pause whatever it waited for. That check is one atomic
+// load while no gate holds anything. A half-open probe lease is given
 // back while a pause is waited out: held through the pause, it would
 // refuse every other call to the key as half-open busy, and the breaker
 // could neither close nor reopen meanwhile; the breaker asked again
@@ -181,36 +186,59 @@ func (l *limits) admit(c *call, r *attemptResult, permit Permit, hedge bool) (Pe
 	if hedge {
 		dl = time.Now()
 	}
-	if paused {
-		permit.release() // no probe lease is held through a pause
-		probe, err := l.gates.wait(c.ctx, c.key, dl, c.throttled)
-		if err != nil {
-			return Permit{}, err
+	var (
+		begun uint64 // the key's holds begun when the call last passed its gate
+		token bool   // the attempt has its token
+	)
+	for {
+		if paused {
+			permit.release() // no probe lease is held through a pause
+			probe, err := l.gates.wait(c.ctx, c.key, dl, c.throttled)
+			if err != nil {
+				return Permit{}, err
+			}
+			begun = l.gates.begun(c.key)
+			c.gateProbe = probe
+			t0 = l.waited(c, MechPause, t0)
+			if permit, err = c.breaker.Allow(); err != nil {
+				l.probeLost(c)
+				return Permit{}, err
+			}
 		}
-		c.gateProbe = probe
-		t0 = l.waited(c, MechPause, t0)
-		if permit, err = c.breaker.Allow(); err != nil {
-			l.probeLost(c)
-			return Permit{}, err
+		if l.rate != nil && !token {
+			if err := l.rate.m.Get(c.key).wait(c.ctx, dl); err != nil {
+				l.probeLost(c)
+				return permit, err
+			}
+			token = true
+			t0 = l.waited(c, MechRateLimit, t0)
+			if paused = l.heldSince(c.key, begun); paused {
+				continue
+			}
 		}
+		if l.bulk != nil {
+			s, err := l.bulk.acquire(c.ctx, c.key, dl)
+			if err != nil {
+				l.probeLost(c)
+				return permit, err
+			}
+			t0 = l.waited(c, MechConcurrency, t0)
+			if paused = l.heldSince(c.key, begun); paused {
+				s.Ignore() // no attempt was made: nothing for an adaptive limit to learn
+				continue
+			}
+			r.slot = s
+		}
+		return permit, nil
 	}
-	if l.rate != nil {
-		if err := l.rate.m.Get(c.key).wait(c.ctx, dl); err != nil {
-			l.probeLost(c)
-			return permit, err
-		}
-		t0 = l.waited(c, MechRateLimit, t0)
-	}
-	if l.bulk != nil {
-		s, err := l.bulk.acquire(c.ctx, c.key, dl)
-		if err != nil {
-			l.probeLost(c)
-			return permit, err
-		}
-		r.slot = s
-		l.waited(c, MechConcurrency, t0)
-	}
-	return permit, nil
+}
+
+// heldSince reports whether a hold began at key since the call passed its
+// gate, when key's gate had begun begun holds (0: the call found nothing
+// held anywhere): it must pass the gate again. One atomic load while no
+// gate holds anything.
+func (l *limits) heldSince(key string, begun uint64) bool {
+	return l.gates != nil && l.gates.latest.Load() != 0 && l.gates.begun(key) != begun
 }
 
 // probeLost tells the pause gate that c, the probe after a pause, got no

@@ -177,7 +177,9 @@
 // [WithMaxWait], and refuses with an [*Error] when the wait would be
 // longer. A [Transport] runs them for every attempt, after the breaker
 // admits it (an attempt that waits out a pause gives its half-open probe
-// lease back meanwhile, and the breaker is asked again after it); each
+// lease back meanwhile, and the breaker is asked again after it), and
+// checks the gate again after an attempt waited for a token or a slot: no
+// attempt reaches a key inside its pause, whatever it waited for; each
 // registry is also usable on its own, as inbound middleware does.
 //
 // # Errors

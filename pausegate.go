@@ -93,6 +93,10 @@ type pauseGate struct {
 	key   string
 	until atomic.Int64 // the pause's end, registry nanoseconds; 0 or past: none
 	busy  atomic.Int64 // until when the gate holds, probes, releases or counts
+	// begun counts the holds begun: a pause begun or extended, an overload
+	// hold begun. A call that passed the gate and then waited for
+	// something else passes it again when begun moved meanwhile.
+	begun atomic.Uint64
 	mu    sync.Mutex
 	wake  chan struct{} // closed when the gate changes; nil while nobody waits
 	// Guarded by mu:
@@ -213,6 +217,7 @@ func (g *PauseGates) pause(key string, d time.Duration, publish bool) time.Time 
 		return g.wall(old)
 	}
 	pg.until.Store(until)
+	pg.begun.Add(1)
 	pg.holdLocked()
 	g.busyUntil(pg, addSat(until, int64(pauseProbeLease))) // and the probe after it
 	pg.changedLocked()
@@ -272,6 +277,7 @@ func (g *PauseGates) answer(key string, over bool, d time.Duration) {
 		began, ended := o.answer(now, over, addSat(now, int64(min(d, g.cfg.maxPause))))
 		switch {
 		case began:
+			pg.begun.Add(1)
 			pg.holdLocked()
 			pg.changedLocked()
 		case ended:
@@ -346,6 +352,15 @@ func (pg *pauseGate) waitChanLocked() <-chan struct{} {
 		pg.wake = make(chan struct{})
 	}
 	return pg.wake
+}
+
+// begun returns how many holds key's gate has begun (see pauseGate.begun);
+// 0 when it has no gate.
+func (g *PauseGates) begun(key string) uint64 {
+	if pg, ok := g.gate(key); ok {
+		return pg.begun.Load()
+	}
+	return 0
 }
 
 // remainingFor reports how long key stays paused, or held by its overload

@@ -671,3 +671,90 @@ func TestTransportPauseProbeWithoutAnswer(t *testing.T) {
 		}
 	})
 }
+
+// TestTransportRateLimitWaitersHonourAPause: calls that wait for a token
+// of WithRateLimit(12, 1) against an upstream that allows 10 requests a
+// second and answers 429 with Retry-After: 1 otherwise. A call whose token
+// comes during a pause waits the pause out: no request reaches the
+// upstream within a second of a 429.
+func TestTransportRateLimitWaitersHonourAPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			mu     sync.Mutex
+			next   time.Time // the upstream's GCRA: the next request it allows
+			denied []time.Time
+		)
+		u := breakwatertest.NewPipeUpstreamFunc(t, func(int, *http.Request) breakwatertest.Step {
+			mu.Lock()
+			defer mu.Unlock()
+			now := time.Now()
+			if now.Before(next) {
+				denied = append(denied, now)
+				return breakwatertest.Step{Status: 429, Header: http.Header{"Retry-After": {"1"}}}
+			}
+			next = now.Add(100 * time.Millisecond)
+			return breakwatertest.Step{}
+		})
+		tr := newTransport(t, u.Transport(), bw.WithRateLimit(12, 1))
+		stop := time.Now().Add(10 * time.Second)
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for time.Now().Before(stop) {
+					get(tr)
+				}
+			})
+		}
+		wg.Wait()
+		inside := 0
+		var late []time.Duration
+		for _, r := range u.Requests() {
+			for _, d := range denied {
+				if r.At.After(d) && r.At.Before(d.Add(time.Second)) {
+					inside++
+					late = append(late, r.At.Sub(d).Round(time.Millisecond))
+					break
+				}
+			}
+		}
+		t.Logf("%d requests, %d answered 429, %d inside a pause %v", u.Count(), len(denied), inside, late)
+		if len(denied) == 0 || inside != 0 {
+			t.Fatalf("%d requests reached the upstream inside the pause a 429 asked for (%d 429s)", inside, len(denied))
+		}
+	})
+}
+
+// TestTransportSlotWaitersHonourAPause: a call waits for the one slot of
+// WithConcurrencyLimit(1) while the call holding it is answered 429 with
+// Retry-After: 1. The slot it then gets comes inside the pause: it gives
+// the slot back and waits the pause out.
+func TestTransportSlotWaitersHonourAPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstreamFunc(t, func(n int, r *http.Request) breakwatertest.Step {
+			if n == 1 {
+				return breakwatertest.Step{Delay: 200 * time.Millisecond, Status: 429, Header: http.Header{"Retry-After": {"1"}}}
+			}
+			return breakwatertest.Step{}
+		})
+		tr := newTransport(t, u.Transport(), bw.WithConcurrencyLimit(1))
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				if r := get(tr); r.status != 200 {
+					t.Errorf("call: %+v", r)
+				}
+			})
+			time.Sleep(10 * time.Millisecond)
+		}
+		wg.Wait()
+		for _, r := range u.Requests()[1:] {
+			if d := r.At.Sub(start); d < 1200*time.Millisecond {
+				t.Errorf("a request reached the upstream at +%s, inside the pause of [200ms, 1.2s)", d)
+			}
+		}
+		if n := u.Count(); n != 3 {
+			t.Fatalf("upstream saw %d requests, want 3", n)
+		}
+	})
+}
