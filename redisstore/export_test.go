@@ -1,5 +1,7 @@
 package redisstore
 
+import "context"
+
 // WithQueueSize sets how many admissions may wait for the sender.
 func WithQueueSize(n int) Option { return func(c *config) { c.queue = n } }
 
@@ -15,3 +17,8 @@ func SendAllQueued(s *Store) { s.batch.direct = false }
 
 // Batches returns how many round trips the Store's admissions took.
 func Batches(s *Store) int64 { return s.batch.trips.Load() }
+
+// DoKey runs fn as a call on key, under the Store's guard.
+func DoKey(s *Store, ctx context.Context, key string, fn func(ctx context.Context) error) error {
+	return s.do(ctx, fn)
+}

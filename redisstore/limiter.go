@@ -13,23 +13,46 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// gcraScript is the GCRA that breakwater's local limiter runs, on Redis's
-// clock, in microseconds. KEYS[1] holds the key's theoretical arrival time
-// (TAT): the instant its bucket would be full again. ARGV: the interval
-// between tokens, the burst, and the longest wait that reserves a turn.
-// It returns {admitted, delay, backlog}: admitted 1 or 0; the wait before
-// going (admitted) or until a token (refused); and TAT - now after the
-// decision. The key expires when the bucket is full again.
-var gcraScript = redis.NewScript(`
+// readTAT is the start of the limiter's scripts: the clock (Redis's, in
+// microseconds), the policy (ARGV[1] the interval between tokens, ARGV[2]
+// the burst) and the key's theoretical arrival time (TAT): the instant its
+// bucket would be full again. A value that another client wrote and that
+// is no TAT (a key of another type, not a finite number) counts as absent,
+// a full bucket; one further ahead than this limiter ever sets it (more
+// than the span of the bucket, a longest wait and two spans more ahead) as an
+// empty bucket. Either way bad is set, and the script writes the key.
+const readTAT = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local interval = tonumber(ARGV[1])
 local capacity = interval * tonumber(ARGV[2])
-local tat = tonumber(redis.call('GET', KEYS[1]) or 0)
+local v = redis.pcall('GET', KEYS[1])
+local tat = nil
+if type(v) == 'string' then tat = tonumber(v) end
+local bad = false
+if tat == nil or tat ~= tat or tat == math.huge or tat == -math.huge then
+  tat = 0
+  bad = v ~= false
+elseif tat > now + 3 * capacity + tonumber(ARGV[3]) then
+  tat = now + capacity
+  bad = true
+end
 if tat < now then tat = now end
+`
+
+// gcraScript is the GCRA that breakwater's local limiter runs, on Redis's
+// clock, in microseconds (see readTAT). ARGV[3] is the longest wait that
+// reserves a turn. It returns {admitted, delay, backlog}: admitted 1 or 0;
+// the wait before going (admitted) or until a token (refused); and
+// TAT - now after the decision. The key expires when the bucket is full
+// again. A refusal writes nothing, unless the key held no TAT.
+var gcraScript = redis.NewScript(readTAT + `
 local nxt = tat + interval
 local delay = nxt - capacity - now
 if delay > tonumber(ARGV[3]) then
+  if bad then
+    redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.ceil((tat - now) / 1000) + 1)
+  end
   return {0, delay, tat - now}
 end
 redis.call('SET', KEYS[1], string.format('%.0f', nxt), 'PX', math.ceil((nxt - now) / 1000) + 1)

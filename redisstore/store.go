@@ -105,6 +105,8 @@ func OnModeChange(fn func(shared bool, err error)) Option {
 // answer the Store stops asking Redis for the retry interval, answering
 // [ErrUnavailable] at once (callers then use their local share), and
 // then lets one call try again; the first success restores shared mode.
+// An error reply about the call's own key (such as WRONGTYPE) fails that
+// call only.
 //
 // A Store is safe for concurrent use.
 type Store struct {
@@ -278,7 +280,8 @@ func (s *Store) evalBatched(ctx context.Context, keys []string, args ...any) (cm
 // guard runs call unless the Store is closed or Redis is considered down,
 // and keeps the Store's mode from its outcome: a failure or a late answer
 // stops the Store asking Redis for the retry interval, a success after
-// that restores shared mode. A caller that gave up, or a full queue, is
+// that restores shared mode. A caller that gave up, a full queue, and an
+// error that Redis answered about the call's own key (see keyError) are
 // not Redis's failure.
 func (s *Store) guard(ctx context.Context, call func(ctx context.Context) error) error {
 	if s.ctx.Err() != nil {
@@ -293,7 +296,7 @@ func (s *Store) guard(ctx context.Context, call func(ctx context.Context) error)
 	}
 	s.calls.Add(1)
 	err := call(ctx)
-	if err != nil && !errors.Is(err, redis.Nil) {
+	if err != nil && !errors.Is(err, redis.Nil) && !keyError(err) {
 		if ctx.Err() != nil && !errors.Is(err, ErrBudget) {
 			return err // the caller gave up: Redis is not to blame
 		}
@@ -315,6 +318,29 @@ func (s *Store) guard(ctx context.Context, call func(ctx context.Context) error)
 		s.setMode(true, nil)
 	}
 	return err
+}
+
+// nodeErrors are the prefixes of the error replies that speak for a whole
+// server rather than one key: it is loading, read-only (a master demoted
+// by a failover), cut off from its master or its cluster, out of memory,
+// busy running a script, full, or refusing this client.
+var nodeErrors = []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS", "OOM", "BUSY", "NOSCRIPT", "NOAUTH", "NOPERM", "WRONGPASS", "MOVED", "ASK", "max number of clients"}
+
+// keyError reports whether err is an error reply that concerns the call's
+// own key, such as WRONGTYPE or a script's error on a value it could not
+// read: Redis answered, so the call fails alone and the node's mode
+// stays as it is.
+func keyError(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	for _, p := range nodeErrors {
+		if redis.HasErrorPrefix(err, p) {
+			return false
+		}
+	}
+	return true
 }
 
 // run calls fn with a context ending at the budget; when the client would
