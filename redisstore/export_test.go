@@ -18,7 +18,7 @@ func SendAllQueued(s *Store) { s.batch.direct = false }
 // Batches returns how many round trips the Store's admissions took.
 func Batches(s *Store) int64 { return s.batch.trips.Load() }
 
-// DoKey runs fn as a call on key, under the Store's guard.
+// DoKey runs fn as a call on key alone, under the Store's guard.
 func DoKey(s *Store, ctx context.Context, key string, fn func(ctx context.Context) error) error {
-	return s.do(ctx, fn)
+	return s.doKey(ctx, key, fn)
 }

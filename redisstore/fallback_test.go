@@ -1,14 +1,18 @@
 package redisstore_test
 
 // What the fallback to local shares does, on real redis-servers: a value
-// another client wrote into one key is that key's problem only.
+// another client wrote into one key is that key's problem only; on a
+// Cluster, one master's outage is its own keys' fallback only.
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/breakwater-go/breakwater/redisstore"
 	"github.com/breakwater-go/breakwater/redisstore/redistest"
@@ -94,5 +98,72 @@ func TestKeyErrorKeepsShared(t *testing.T) {
 	}
 	if _, _, err := s.Limiter("in").Take(ctx, "other", 10, 5, 0); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestClusterModePerNode: on a Redis Cluster of three masters, a master
+// that stops answering (CLIENT PAUSE, past the budget) makes its own keys
+// fall back; keys on the other masters stay shared and keep being
+// admitted by Redis.
+func TestClusterModePerNode(t *testing.T) {
+	cl := redistest.NewCluster(t, 3)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true, MaxRedirects: 1, MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { c.Close() })
+	s := newStore(t, c, redisstore.WithReplicas(1), redisstore.WithBudget(50*time.Millisecond), redisstore.WithRetryInterval(100*time.Millisecond))
+	l := s.Limiter("in")
+	ctx := context.Background()
+	// One key per master.
+	byNode := map[string]string{}
+	for i := 0; len(byNode) < 3 && i < 1000; i++ {
+		key := fmt.Sprint("client-", i)
+		node, err := c.MasterForKey(ctx, l.Key(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := byNode[node.Options().Addr]; !ok {
+			byNode[node.Options().Addr] = key
+		}
+	}
+	for _, key := range byNode {
+		if _, _, err := l.Take(ctx, key, 1000, 1000, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	paused := cl.Addrs()[0]
+	admin := newRedisClient(t, paused)
+	if err := admin.ClientPause(ctx, 600*time.Millisecond).Err(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(400 * time.Millisecond)
+	var down, upErrs, upTakes int
+	for time.Now().Before(deadline) {
+		for addr, key := range byNode {
+			_, _, err := l.Take(ctx, key, 1000, 1000, 0)
+			switch {
+			case addr == paused && err != nil:
+				down++
+			case addr != paused:
+				upTakes++
+				if err != nil {
+					upErrs++
+					if upErrs <= 3 {
+						t.Errorf("key %s on a healthy master %s: %v", key, addr, err)
+					}
+				} else if !l.Shared(key) {
+					t.Errorf("key %s on a healthy master is not shared", key)
+				}
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if down == 0 {
+		t.Fatal("the paused master's key never failed: the test shows nothing")
+	}
+	if l.Shared(byNode[paused]) {
+		t.Error("the paused master's key reports shared")
+	}
+	t.Logf("paused master: %d failed admissions; healthy masters: %d of %d admissions failed; store shared: %v", down, upErrs, upTakes, s.Shared())
+	if s.Shared() {
+		t.Error("Store.Shared reports every master shared while one is paused")
 	}
 }

@@ -132,6 +132,14 @@ func (l *Limiter) Take(ctx context.Context, key string, limit rate.Limit, burst 
 	return st, delay, nil
 }
 
+// Shared reports whether key is in shared mode: Redis (on a ClusterClient,
+// key's master) answered the last call, rather than the Store falling back
+// to local shares.
+func (l *Limiter) Shared(key string) bool {
+	m := l.s.modeOf(context.Background(), l.Key(key))
+	return m.downUntil.Load() == 0
+}
+
 // status describes a bucket whose backlog (TAT - now) is backlog µs, as
 // the local limiter does.
 func status(limit rate.Limit, burst int, interval, capacity, backlog int64) breakwater.RateLimitSnapshot {

@@ -90,7 +90,10 @@ func WithReplicas(n int) Option { return func(c *config) { c.replicas = n } }
 
 // OnModeChange calls fn (outside every lock, from the goroutine whose call
 // changed the mode) when the Store falls back to local shares (shared
-// false, with the error) and when it is shared again (shared true).
+// false, with the error) and when it is shared again (shared true). On a
+// ClusterClient, whose masters each have their mode, it reports the
+// Store's as [Store.Shared] does: local when the first master falls back,
+// shared when the last comes back.
 func OnModeChange(fn func(shared bool, err error)) Option {
 	return func(c *config) { c.onMode = fn }
 }
@@ -105,8 +108,10 @@ func OnModeChange(fn func(shared bool, err error)) Option {
 // answer the Store stops asking Redis for the retry interval, answering
 // [ErrUnavailable] at once (callers then use their local share), and
 // then lets one call try again; the first success restores shared mode.
-// An error reply about the call's own key (such as WRONGTYPE) fails that
-// call only.
+// On a ClusterClient it does so for each master apart: a rate limit
+// admission is judged by the mode of its key's master, the Store's other
+// calls (heartbeat, buses) by a mode of their own. An error reply about
+// the call's own key (such as WRONGTYPE) fails that call only.
 //
 // A Store is safe for concurrent use.
 type Store struct {
@@ -115,10 +120,11 @@ type Store struct {
 	ctxOK  bool // the client honours context deadlines
 	start  time.Time
 
-	downUntil atomic.Int64 // monotonic ns since start; 0: up
-	probing   atomic.Bool
-	down      atomic.Bool
-	modeMu    sync.Mutex
+	mode    *mode                // Redis, or on a ClusterClient the calls not tied to a key's node
+	cluster *redis.ClusterClient // nil: one mode for every call
+	nodes   sync.Map             // on a ClusterClient: master address -> *mode
+	modeMu  sync.Mutex
+	downs   int // modes down, under modeMu
 
 	replicas atomic.Int64 // counted by heartbeat, >= 1
 
@@ -169,7 +175,8 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		_, _ = rand.Read(b[:])
 		c.id = hex.EncodeToString(b[:])
 	}
-	s := &Store{client: client, cfg: c, ctxOK: contextTimeouts(client), start: time.Now(), grain: budgetGrain(c.budget)}
+	s := &Store{client: client, cfg: c, ctxOK: contextTimeouts(client), start: time.Now(), grain: budgetGrain(c.budget), mode: &mode{}}
+	s.cluster, _ = client.(*redis.ClusterClient)
 	s.replicas.Store(1)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.batch = newBatcher(s, c.queue)
@@ -209,8 +216,14 @@ func (s *Store) Replicas() int {
 }
 
 // Shared reports whether the Store is in shared mode (Redis answered the
-// last call) rather than falling back to local shares.
-func (s *Store) Shared() bool { return !s.down.Load() }
+// last call) rather than falling back to local shares. On a ClusterClient
+// each master has its own mode, and Shared reports whether all of them
+// are shared; [Limiter.Shared] reports one key's.
+func (s *Store) Shared() bool {
+	s.modeMu.Lock()
+	defer s.modeMu.Unlock()
+	return s.downs == 0
+}
 
 // Stats counts the Store's calls.
 type Stats struct {
@@ -255,17 +268,25 @@ func (s *Store) now() int64 { return int64(time.Since(s.start)) }
 
 // do runs fn against Redis under the budget, or fails at once with
 // ErrUnavailable while Redis is considered down. fn gets a context that
-// ends at the budget.
+// ends at the budget. Its outcome keeps the Store's own mode (on a
+// ClusterClient, that of the calls not tied to a key's node).
 func (s *Store) do(ctx context.Context, fn func(ctx context.Context) error) error {
-	return s.guard(ctx, func(ctx context.Context) error { return s.run(ctx, fn) })
+	return s.guard(ctx, s.mode, func(ctx context.Context) error { return s.run(ctx, fn) })
+}
+
+// doKey is do for a call on key alone: on a ClusterClient its outcome
+// keeps the mode of key's master.
+func (s *Store) doKey(ctx context.Context, key string, fn func(ctx context.Context) error) error {
+	return s.guard(ctx, s.modeOf(ctx, key), func(ctx context.Context) error { return s.run(ctx, fn) })
 }
 
 // evalBatched runs gcraScript on keys and args, at once or in the
 // sender's next round trip, under the budget (shared: see admission) and
-// the same guard as do. The caller waits for its answer or its budget,
-// whichever comes first, whether the client honours deadlines or not.
+// the same guard as do, with the mode of keys[0]'s node. The caller waits
+// for its answer or its budget, whichever comes first, whether the client
+// honours deadlines or not.
 func (s *Store) evalBatched(ctx context.Context, keys []string, args ...any) (cmd *redis.Cmd, err error) {
-	err = s.guard(ctx, func(ctx context.Context) error {
+	err = s.guard(ctx, s.modeOf(ctx, keys[0]), func(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err // the caller gave up before asking
 		}
@@ -277,22 +298,50 @@ func (s *Store) evalBatched(ctx context.Context, keys []string, args ...any) (cm
 	return cmd, err
 }
 
-// guard runs call unless the Store is closed or Redis is considered down,
-// and keeps the Store's mode from its outcome: a failure or a late answer
-// stops the Store asking Redis for the retry interval, a success after
-// that restores shared mode. A caller that gave up, a full queue, and an
-// error that Redis answered about the call's own key (see keyError) are
-// not Redis's failure.
-func (s *Store) guard(ctx context.Context, call func(ctx context.Context) error) error {
+// A mode is whether Redis, or one master of a Cluster, is considered up:
+// after a failure or a late answer the Store stops asking it until
+// downUntil, then lets one call (the probe) try again.
+type mode struct {
+	downUntil atomic.Int64 // monotonic ns since start; 0: up
+	probing   atomic.Bool
+	down      bool // under Store.modeMu
+}
+
+// modeOf is the mode of key's node: on a ClusterClient, that of key's
+// master as the client's slot map has it (the Store's own mode when the
+// client cannot tell yet); otherwise the Store's one mode.
+func (s *Store) modeOf(ctx context.Context, key string) *mode {
+	if s.cluster == nil {
+		return s.mode
+	}
+	node, err := s.cluster.MasterForKey(ctx, key)
+	if err != nil {
+		return s.mode
+	}
+	addr := node.Options().Addr
+	if m, ok := s.nodes.Load(addr); ok {
+		return m.(*mode)
+	}
+	m, _ := s.nodes.LoadOrStore(addr, &mode{})
+	return m.(*mode)
+}
+
+// guard runs call unless the Store is closed or m is down, and keeps m
+// from its outcome: a failure or a late answer stops the Store asking
+// m's node for the retry interval, a success after that restores shared
+// mode. A caller that gave up, a full queue, and an error that Redis
+// answered about the call's own key (see keyError) are not the node's
+// failure.
+func (s *Store) guard(ctx context.Context, m *mode, call func(ctx context.Context) error) error {
 	if s.ctx.Err() != nil {
 		return ErrUnavailable // closed
 	}
-	if until := s.downUntil.Load(); until != 0 {
-		if s.now() < until || !s.probing.CompareAndSwap(false, true) {
+	if until := m.downUntil.Load(); until != 0 {
+		if s.now() < until || !m.probing.CompareAndSwap(false, true) {
 			s.skipped.Add(1)
 			return ErrUnavailable
 		}
-		defer s.probing.Store(false)
+		defer m.probing.Store(false)
 	}
 	s.calls.Add(1)
 	err := call(ctx)
@@ -309,13 +358,13 @@ func (s *Store) guard(ctx context.Context, call func(ctx context.Context) error)
 			return err // closed while waiting
 		}
 		s.fails.Add(1)
-		s.downUntil.Store(max(1, s.now()+int64(s.cfg.retry)))
-		s.setMode(false, err)
+		m.downUntil.Store(max(1, s.now()+int64(s.cfg.retry)))
+		s.setMode(m, false, err)
 		return err
 	}
-	if s.downUntil.Load() != 0 {
-		s.downUntil.Store(0)
-		s.setMode(true, nil)
+	if m.downUntil.Load() != 0 {
+		m.downUntil.Store(0)
+		s.setMode(m, true, nil)
 	}
 	return err
 }
@@ -392,12 +441,22 @@ func budgetErr(ctx context.Context, err error) error {
 	return err
 }
 
-func (s *Store) setMode(shared bool, err error) {
+// setMode marks m shared or not, and calls the OnModeChange function when
+// the Store as a whole changes: the first mode to fall back makes it
+// local, the last to come back shared again.
+func (s *Store) setMode(m *mode, shared bool, err error) {
 	s.modeMu.Lock()
-	changed := s.down.Load() == shared
-	s.down.Store(!shared)
+	changed := m.down == shared
+	m.down = !shared
+	was := s.downs == 0
+	if changed && shared {
+		s.downs--
+	} else if changed {
+		s.downs++
+	}
+	flipped := was != (s.downs == 0)
 	s.modeMu.Unlock()
-	if changed && s.cfg.onMode != nil {
+	if flipped && s.cfg.onMode != nil {
 		s.cfg.onMode(shared, err)
 	}
 }
