@@ -96,6 +96,8 @@ func TestSharedLimiterSlowFailureNotRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		rl.Take("k")                 // the key falls back: its share starts empty
+		time.Sleep(time.Millisecond) // and is full again one burst window later
 		d.slow.Store(true)
 		done := make(chan bw.RateLimitSnapshot)
 		go func() { done <- rl.Take("k") }()
@@ -142,8 +144,8 @@ func TestSharedLimiterCachesRefusals(t *testing.T) {
 }
 
 // TestSharedLimiterFallsBackToShare: while the store fails, each replica
-// admits its share of the limit, never refuses because of the failure,
-// and never the whole limit.
+// admits its share of the limit, never the whole limit; the share starts
+// empty, since the store may have spent the burst just before it failed.
 func TestSharedLimiterFallsBackToShare(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeShared{err: errors.New("down"), replicas: 3}
@@ -157,8 +159,8 @@ func TestSharedLimiterFallsBackToShare(t *testing.T) {
 				admitted++
 			}
 		}
-		if admitted != 3 {
-			t.Fatalf("admitted %d of a burst while the store is down, want the share 9/3 = 3", admitted)
+		if admitted != 0 {
+			t.Fatalf("admitted %d of a burst as the store failed, want none: the share starts empty", admitted)
 		}
 		time.Sleep(time.Second) // the share refills at 30/3 = 10/s
 		admitted = 0
@@ -175,6 +177,54 @@ func TestSharedLimiterFallsBackToShare(t *testing.T) {
 		f.mu.Unlock()
 		if st := rl.Take("k"); st.Limited || st.Remaining != 8 {
 			t.Fatalf("the store is back: %+v", st)
+		}
+	})
+}
+
+// chargedStore is a fakeShared that can be charged: it records the
+// backlogs it is told.
+type chargedStore struct {
+	fakeShared
+	charges []time.Duration
+}
+
+func (c *chargedStore) Charge(_ context.Context, key string, _ rate.Limit, _ int, backlog time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return c.err
+	}
+	c.charges = append(c.charges, backlog)
+	return nil
+}
+
+// TestSharedLimiterChargesOnReturn: a key whose share admitted while the
+// store failed charges the store with the share's backlog, scaled to the
+// whole bucket, once, before its first shared admission; a key whose
+// share admitted nothing charges nothing.
+func TestSharedLimiterChargesOnReturn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := &chargedStore{fakeShared: fakeShared{err: errors.New("down"), replicas: 3}}
+		rl, err := bw.NewRateLimiters(30, 9, bw.WithSharedLimiter(c), bw.WithMaxWait(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rl.Take("idle")
+		for range 12 {
+			rl.Take("busy")
+			time.Sleep(50 * time.Millisecond)
+		}
+		c.mu.Lock()
+		c.err = nil
+		c.mu.Unlock()
+		rl.Take("busy")
+		rl.Take("busy")
+		rl.Take("idle")
+		// The busy share (10/s, burst 3: a 300 ms span) started empty and
+		// admitted every 100 ms after that: it is left empty, or nearly,
+		// and charges up to the whole bucket's 300 ms span.
+		if len(c.charges) != 1 || c.charges[0] <= 0 || c.charges[0] > 300*time.Millisecond {
+			t.Fatalf("charges %v, want one for the busy key, within the bucket's span", c.charges)
 		}
 	})
 }

@@ -71,6 +71,8 @@ type rateLimiter struct {
 	burst   int
 	maxWait time.Duration
 	refused atomic.Int64 // shared: the store refused until then (clock ns)
+	fell    atomic.Bool  // shared: the store failed since it last answered
+	owes    atomic.Bool  // shared: and the local share admitted meanwhile
 }
 
 func (c *rateLimitConfig) initLimiter(key string, l *rateLimiter) {
@@ -176,10 +178,11 @@ func (l *rateLimiter) reset() {
 }
 
 // weigh tells the registry that a full bucket is as good as new and one
-// still refilling is worth keeping (see [keyed.Map]).
+// still refilling, or fallen back from its shared store (a new one would
+// start its share empty again), is worth keeping (see [keyed.Map]).
 func (l *rateLimiter) weigh(now time.Time) keyed.Keep {
 	t := int64(now.Sub(l.start))
-	if l.cell.tat.Load() <= t && l.refused.Load() <= t {
+	if l.cell.tat.Load() <= t && l.refused.Load() <= t && !l.fell.Load() {
 		return keyed.None
 	}
 	return keyed.Soft

@@ -1,22 +1,143 @@
 package redisstore_test
 
-// What the fallback to local shares does, on real redis-servers: a value
-// another client wrote into one key is that key's problem only; on a
+// What the fallback to local shares does, on real redis-servers: a shared
+// limit stays within limit + burst in any 1 s window across replicas in
+// seconds that hold fallbacks; a value another client wrote into one key
+// is that key's problem only; on a
 // Cluster, one master's outage is its own keys' fallback only.
 
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/time/rate"
+
+	bw "github.com/breakwater-go/breakwater"
 
 	"github.com/breakwater-go/breakwater/redisstore"
 	"github.com/breakwater-go/breakwater/redisstore/redistest"
 )
+
+// admission is one admitted request, timed by the caller: the instant it
+// was admitted (on Redis's clock or the replica's, one machine's wall
+// clock either way) lies between from and to.
+type admission struct{ from, to time.Time }
+
+// maxAdmittedIn returns the largest number of admissions that certainly
+// fell within one window of d: those that began at or after the window's
+// start and ended before its end, for windows starting at an admission.
+func maxAdmittedIn(as []admission, d time.Duration) int {
+	slices.SortFunc(as, func(a, b admission) int { return a.from.Compare(b.from) })
+	best := 0
+	for i := range as {
+		n := 0
+		end := as[i].from.Add(d)
+		for _, b := range as[i:] {
+			if !b.from.Before(end) {
+				break
+			}
+			if b.to.Before(end) {
+				n++
+			}
+		}
+		best = max(best, n)
+	}
+	return best
+}
+
+// sharedLoad runs three replicas, each its own client and Store on addr,
+// sharing limit/s + burst for one key, each taking as fast as every 2 ms,
+// for d; faults runs meanwhile. It returns every admission, and the
+// stores' counters.
+func sharedLoad(t *testing.T, addr string, limit, burst int, d time.Duration, faults func()) ([]admission, []redisstore.Stats) {
+	t.Helper()
+	var (
+		mu  sync.Mutex
+		as  []admission
+		wg  sync.WaitGroup
+		sts []*redisstore.Store
+	)
+	var rls []*bw.RateLimiters
+	for range 3 {
+		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, DialTimeout: 100 * time.Millisecond, MaxRetries: -1, DialerRetries: 1})
+		t.Cleanup(func() { c.Close() })
+		s := newStore(t, c, redisstore.WithReplicas(3), redisstore.WithBudget(claimBudget), redisstore.WithRetryInterval(100*time.Millisecond))
+		sts = append(sts, s)
+		rl, err := bw.NewRateLimiters(rate.Limit(limit), burst, bw.WithSharedLimiter(s.Limiter("in")), bw.WithMaxWait(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rls = append(rls, rl)
+	}
+	stop := time.Now().Add(d)
+	for _, rl := range rls {
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				from := time.Now()
+				ok := !rl.Take("client").Limited
+				to := time.Now()
+				if ok {
+					mu.Lock()
+					as = append(as, admission{from, to})
+					mu.Unlock()
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		})
+	}
+	faults()
+	wg.Wait()
+	var stats []redisstore.Stats
+	for _, s := range sts {
+		stats = append(stats, s.Stats())
+	}
+	return as, stats
+}
+
+// TestFallbackStaysWithinLimit: three replicas share 30/s + burst 6 under
+// a load far above it while the redis-server is paused (CLIENT PAUSE, so
+// every call runs past its budget) and later killed and restarted: in no
+// 1 s window do they admit more than 36 together, though each fell back
+// to its local share and came back.
+func TestFallbackStaysWithinLimit(t *testing.T) {
+	srv := redistest.New(t)
+	const limit, burst = 30, 6
+	admin := newRedisClient(t, srv.Addr)
+	as, stats := sharedLoad(t, srv.Addr, limit, burst, 4*time.Second, func() {
+		time.Sleep(800 * time.Millisecond)
+		if err := admin.ClientPause(context.Background(), 300*time.Millisecond).Err(); err != nil {
+			t.Error(err)
+		}
+		time.Sleep(1200 * time.Millisecond)
+		if err := srv.Kill(); err != nil {
+			t.Error(err)
+		}
+		time.Sleep(400 * time.Millisecond)
+		if err := srv.Restart(); err != nil {
+			t.Error(err)
+		}
+	})
+	n := maxAdmittedIn(as, time.Second)
+	t.Logf("%d admitted in 4 s, at most %d in any 1 s (limit %d + burst %d); stores %+v", len(as), n, limit, burst, stats)
+	for i, st := range stats {
+		if st.Fails == 0 {
+			t.Errorf("store %d never fell back: the run shows nothing", i)
+		}
+	}
+	if n > limit+burst {
+		t.Errorf("%d admitted in one 1 s window across the replicas, more than limit %d + burst %d", n, limit, burst)
+	}
+	if len(as) < 3*limit {
+		t.Errorf("only %d admitted in 4 s of %d/s: the fallback refused far more than it must", len(as), limit)
+	}
+}
 
 // TestForeignValueIsThatKeysOnly: a list and a string that is no number,
 // written by another client into limiter keys, and a number far in the

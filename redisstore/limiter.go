@@ -19,7 +19,7 @@ import (
 // bucket would be full again. A value that another client wrote and that
 // is no TAT (a key of another type, not a finite number) counts as absent,
 // a full bucket; one further ahead than this limiter ever sets it (more
-// than the span of the bucket, a longest wait and two spans more ahead) as an
+// than the span of the bucket, a longest wait and a charge ahead) as an
 // empty bucket. Either way bad is set, and the script writes the key.
 const readTAT = `
 local t = redis.call('TIME')
@@ -58,6 +58,19 @@ end
 redis.call('SET', KEYS[1], string.format('%.0f', nxt), 'PX', math.ceil((nxt - now) / 1000) + 1)
 if delay < 0 then delay = 0 end
 return {1, delay, nxt - now}
+`)
+
+// chargeScript empties key's bucket down to at most what a replica's
+// local share of it held (see [Limiter.Charge]): the TAT becomes at least
+// now + ARGV[4] (µs, at most twice the bucket's span); a TAT already
+// further ahead stays. ARGV[3] is 0. It returns TAT - now.
+var chargeScript = redis.NewScript(readTAT + `
+local floor = now + math.min(tonumber(ARGV[4]), 2 * capacity)
+if tat < floor or bad then
+  if tat < floor then tat = floor end
+  redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.ceil((tat - now) / 1000) + 1)
+end
+return tat - now
 `)
 
 // Limiter is a [breakwater.SharedLimiter] on Redis: every admission runs
@@ -130,6 +143,23 @@ func (l *Limiter) Take(ctx context.Context, key string, limit rate.Limit, burst 
 		delay = time.Duration(res[1]) * time.Microsecond
 	}
 	return st, delay, nil
+}
+
+// Charge tells key's bucket what this replica admitted on its own while
+// the store failed: it holds at most what a bucket whose backlog is
+// backlog (TAT - now, at most twice the burst's span) holds. A bucket that
+// holds less keeps its state. It runs in one round trip under the
+// Store's budget, on the mode of key's node. See
+// [breakwater.SharedLimiter].
+func (l *Limiter) Charge(ctx context.Context, key string, limit rate.Limit, burst int, backlog time.Duration) error {
+	if !(limit > 0) || burst < 1 {
+		return fmt.Errorf("redisstore: invalid policy %v/s burst %d", float64(limit), burst)
+	}
+	interval, _ := params(limit, burst)
+	k := l.Key(key)
+	return l.s.doKey(ctx, k, func(ctx context.Context) error {
+		return chargeScript.Run(ctx, l.s.client, []string{k}, interval, burst, 0, max(0, backlog.Microseconds())).Err()
+	})
 }
 
 // Shared reports whether key is in shared mode: Redis (on a ClusterClient,

@@ -12,7 +12,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -52,9 +51,8 @@ const (
 	// faultStoreOverAdmits asks the store for twice the policy's rate:
 	// the store admits more than the limit.
 	faultStoreOverAdmits = "store-over-admits"
-	// faultAdmitsOutside makes every third admission fail as if Redis had,
-	// so that the replica admits by its local share: admissions that the
-	// store never saw.
+	// faultAdmitsOutside admits every third request without asking
+	// Redis: admissions that the store never saw.
 	faultAdmitsOutside = "admits-outside-the-store"
 )
 
@@ -148,7 +146,7 @@ func (f *faultyLimiter) Take(ctx context.Context, key string, limit rate.Limit, 
 		limit *= 2
 	case faultAdmitsOutside:
 		if f.n.Add(1)%3 == 0 {
-			return bw.RateLimitSnapshot{}, 0, errors.New("fault: the store was not asked")
+			return bw.RateLimitSnapshot{Limit: limit, Burst: burst, Remaining: burst}, 0, nil // admitted, the store not asked
 		}
 	}
 	return f.SharedLimiter.Take(ctx, key, limit, burst, maxWait)
