@@ -9,10 +9,14 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -287,4 +291,64 @@ func TestClusterModePerNode(t *testing.T) {
 	if s.Shared() {
 		t.Error("Store.Shared reports every master shared while one is paused")
 	}
+}
+
+// TestMeasureFallbacksUnderLoad counts the fallbacks of three replicas
+// sharing a limit under a load far above it, at the budget in
+// BREAKWATER_MEASURE_BUDGET (a Go duration), with a CPU burner on every
+// core when BREAKWATER_MEASURE_BURN is set. It measures; it checks
+// nothing, and runs only when the budget is given.
+func TestMeasureFallbacksUnderLoad(t *testing.T) {
+	b := os.Getenv("BREAKWATER_MEASURE_BUDGET")
+	if b == "" {
+		t.Skip("set BREAKWATER_MEASURE_BUDGET to measure")
+	}
+	budget, err := time.ParseDuration(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := redistest.New(t)
+	if os.Getenv("BREAKWATER_MEASURE_BURN") != "" {
+		for range runtime.NumCPU() {
+			burn := exec.Command("sh", "-c", "while :; do :; done")
+			if err := burn.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = syscall.Kill(burn.Process.Pid, syscall.SIGKILL); _ = burn.Wait() })
+		}
+	}
+	var episodes atomic.Int64
+	var stores []*redisstore.Store
+	var wg sync.WaitGroup
+	stop := time.Now().Add(7 * time.Second)
+	for range 3 {
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, DialTimeout: 100 * time.Millisecond, MaxRetries: -1, DialerRetries: 1})
+		t.Cleanup(func() { c.Close() })
+		s := newStore(t, c, redisstore.WithBudget(budget), redisstore.OnModeChange(func(shared bool, err error) {
+			if !shared {
+				if episodes.Add(1) <= 5 {
+					t.Logf("fell back: %v", err)
+				}
+			}
+		}))
+		stores = append(stores, s)
+		rl, err := bw.NewRateLimiters(30, 6, bw.WithSharedLimiter(s.Limiter("in")), bw.WithMaxWait(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 4 {
+			wg.Go(func() {
+				for time.Now().Before(stop) {
+					rl.Take("client")
+					time.Sleep(2 * time.Millisecond)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	var fails int64
+	for _, s := range stores {
+		fails += s.Stats().Fails
+	}
+	t.Logf("budget %v, burner %v: %d fallback episodes in 7 s (%d failed calls)", budget, os.Getenv("BREAKWATER_MEASURE_BURN") != "", episodes.Load(), fails)
 }

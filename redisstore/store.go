@@ -17,8 +17,15 @@ import (
 // Defaults of a [Store].
 const (
 	// DefaultBudget is the longest one store call may take before the
-	// caller falls back to its local share.
-	DefaultBudget = 5 * time.Millisecond
+	// caller falls back to its local share. Loopback round trips take a
+	// fraction of a millisecond, but a loaded host holds a process up for
+	// tens of them: on two cores with a CPU burner on each, three
+	// replicas under load fell back 129 times in 42 s at a budget of 5 ms
+	// (and, at load averages of 10 to 14, 36 times in 28 s at 20 ms and 5
+	// at 50 ms); at 100 ms, 3 times in 70 s, all in one 7 s run at a load
+	// average of 11. A store that hangs costs an admission this much at
+	// most.
+	DefaultBudget = 100 * time.Millisecond
 	// DefaultRetryInterval is how long a Store stops asking Redis after a
 	// failed or late call; then one call tries again.
 	DefaultRetryInterval = 200 * time.Millisecond
