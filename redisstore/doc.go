@@ -26,14 +26,33 @@
 //
 // # When Redis is slow or down
 //
-// Every call has a budget ([WithBudget], 5 ms by default). A call that
-// fails or runs past it makes the Store stop asking Redis for the retry
-// interval ([WithRetryInterval], 200 ms): meanwhile, and for that call,
-// rate limits admit by the replica's local share of the limit (the limit
-// divided by the replicas counted by heartbeat, or [WithReplicas]), and
-// trips and pauses stay local. Then one call tries again, and the first
-// that succeeds restores shared mode. Nothing is refused because Redis
-// failed.
+// Every call has a budget ([WithBudget], [DefaultBudget] by default). A
+// call that fails or runs past it makes the Store stop asking Redis for
+// the retry interval ([WithRetryInterval], 200 ms): meanwhile, and for
+// that call, rate limits admit by the replica's local share of the limit
+// (the limit divided by the replicas counted by heartbeat, or
+// [WithReplicas]), and trips and pauses stay local. Then one call tries
+// again, and the first that succeeds restores shared mode. On a
+// ClusterClient each master has its mode: a master that fails makes only
+// the keys it holds fall back ([Limiter.Shared] tells a key's mode,
+// [Store.Shared] whether every master is shared). An error reply about
+// one key (WRONGTYPE, a script's error) fails that call alone and changes
+// no mode; the limiter's scripts read a value another client wrote that
+// is no bucket state (another type, not a finite number) as an absent
+// key, one further ahead than they ever set as an empty bucket, and
+// overwrite it.
+//
+// What a fallback admits (see [breakwater.WithSharedLimiter] for the
+// whole contract): a key's share starts empty when the key falls back,
+// since Redis may have spent the burst just before; each share admits
+// limit/replicas per second at most, whatever the other replicas ask, so
+// a busy replica is refused what its share does not cover; and back in
+// shared mode the key first charges Redis with what its share admitted
+// ([Limiter.Charge]), so that Redis's bucket, refilled meanwhile, holds no
+// more than the share did. Replicas that lose and regain Redis together
+// so admit at most limit + burst in any 1 s window, seconds with
+// fallbacks included (burst >= replicas); one replica cut off alone can
+// admit its share on top of what the others admit.
 //
 // Rate limit admissions begun within an eighth of the budget (at most
 // 1 ms) of each other share one timer for it, so an admission's budget
