@@ -53,19 +53,23 @@ type SharedCharger interface {
 }
 
 // ClusterBus carries breaker trips and pauses between the replicas of a
-// service (see [WithClusterBus]). A replica
-// publishes only what it saw itself; what it receives it applies without
-// publishing again, so nothing echoes. The Redis adapter implements it.
+// service (see [WithClusterBus]). One bus may carry both: each event says
+// which it is ([ClusterEvent.Mechanism]). A replica publishes only what
+// it saw itself; what it receives it applies without publishing again, so
+// nothing echoes. The Redis adapter implements it.
 //
-// Implementations must be safe for concurrent use, and deliver to
-// Subscribe's function only events that other replicas published (or
-// that a periodic read of the shared state finds still in force).
+// Implementations must be safe for concurrent use, carry every field of
+// an event, and deliver to Subscribe's functions only events that other
+// replicas published (or that a periodic read of the shared state finds
+// still in force).
 type ClusterBus interface {
 	// Publish sends e to the other replicas. It must not block: calls run
 	// on the request path.
 	Publish(e ClusterEvent)
 	// Subscribe calls fn with every event from the other replicas until
-	// the bus is closed; fn must return quickly.
+	// the bus is closed; fn must return quickly. Breakers and pause gates
+	// that share a bus each subscribe, and each applies only the events
+	// of its own mechanism.
 	Subscribe(fn func(ClusterEvent))
 }
 
@@ -80,6 +84,13 @@ type ClusterEvent struct {
 	// Manual marks a Trip, Reset or Resume made by hand: it applies on
 	// every replica at once, whatever quorum the bus requires.
 	Manual bool
+	// Mechanism is whose state changed: [MechBreaker] for a breaker's
+	// trip or reset, [MechPause] for a pause gate's pause or resume.
+	// Breakers apply only MechBreaker events and pause gates only
+	// MechPause ones, so a pause never opens a breaker and a trip never
+	// pauses a key. An event of any other mechanism, or of none (from a
+	// bus that does not carry the field), is dropped.
+	Mechanism Mechanism
 }
 
 // WithSharedLimiter makes the limiters keep their quotas in s, shared with
@@ -215,13 +226,17 @@ func (l *rateLimiter) localStatus(now int64) RateLimitSnapshot {
 	return l.status(l.localParams(), l.cell.tat.Load(), now)
 }
 
-// applyRemote applies another replica's pause or resume.
+// applyRemote applies another replica's pause or resume, and drops any
+// other event.
 func (g *PauseGates) applyRemote(e ClusterEvent) {
-	if e.For > 0 {
-		g.pause(e.Key, e.For, false)
+	switch {
+	case e.Mechanism != MechPause:
 		return
+	case e.For > 0:
+		g.pause(e.Key, e.For, false)
+	default:
+		g.resume(e.Key)
 	}
-	g.resume(e.Key)
 }
 
 // joinCluster publishes the registry's own openings and resets and applies
@@ -234,18 +249,22 @@ func (bs *Breakers) joinCluster() {
 	bs.addListener(func(t Transition) {
 		switch {
 		case t.To == StateOpen && (t.Reason == ReasonFailures || t.Reason == ReasonProbeFailed):
-			bus.Publish(ClusterEvent{Key: t.Key, For: t.OpenFor})
+			bus.Publish(ClusterEvent{Key: t.Key, For: t.OpenFor, Mechanism: MechBreaker})
 		case t.To == StateOpen && t.Reason == ReasonTrip:
-			bus.Publish(ClusterEvent{Key: t.Key, For: t.OpenFor, Manual: true})
+			bus.Publish(ClusterEvent{Key: t.Key, For: t.OpenFor, Manual: true, Mechanism: MechBreaker})
 		case t.To == StateClosed && t.Reason == ReasonReset:
-			bus.Publish(ClusterEvent{Key: t.Key, Manual: true})
+			bus.Publish(ClusterEvent{Key: t.Key, Manual: true, Mechanism: MechBreaker})
 		}
 	})
 	bus.Subscribe(bs.applyRemote)
 }
 
-// applyRemote applies another replica's trip or reset.
+// applyRemote applies another replica's trip or reset, and drops any
+// other event.
 func (bs *Breakers) applyRemote(e ClusterEvent) {
+	if e.Mechanism != MechBreaker {
+		return
+	}
 	if e.For <= 0 {
 		if b, ok := bs.Lookup(e.Key); ok && b.State() != StateClosed {
 			b.reset(ReasonCluster)

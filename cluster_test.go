@@ -14,6 +14,7 @@ import (
 	"golang.org/x/time/rate"
 
 	bw "github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/breakwatertest"
 )
 
 // fakeShared is a SharedLimiter in memory: a GCRA of its own per key
@@ -415,4 +416,91 @@ func TestExplainSaysWhatIsShared(t *testing.T) {
 			t.Errorf("Explain lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// TestClusterBusPauseIsNotATrip: two Transports share one bus for their
+// breakers and pause gates. A 429 with Retry-After: 1 on replica 1
+// pauses the key on replica 2, whose next call waits for the pause and
+// goes, and opens no breaker anywhere; a trip on replica 1 opens replica
+// 2's breaker and pauses nothing; a reset and a resume each end only
+// their own.
+func TestClusterBusPauseIsNotATrip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &hub{}
+		var opened atomic.Int32
+		watch := onTransition(func(tr bw.Transition) {
+			if tr.To == bw.StateOpen {
+				opened.Add(1)
+			}
+		})
+		u1 := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"1"}}}, breakwatertest.Step{})
+		u2 := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{})
+		tr1 := newTransport(t, u1.Transport(), bw.WithClusterBus(h.bus()), bw.WithMaxAttempts(1), watch)
+		tr2 := newTransport(t, u2.Transport(), bw.WithClusterBus(h.bus()), bw.WithMaxAttempts(1), watch)
+
+		t429 := time.Now()
+		if r := get(tr1); r.err != nil || r.status != http.StatusTooManyRequests {
+			t.Fatalf("replica 1: %+v, want the 429", r)
+		}
+		if d := pauseLeft(tr2.PauseGates(), upstreamKey); d != time.Second {
+			t.Fatalf("replica 2 paused for %v after replica 1's 429, want 1s", d)
+		}
+		if s, _ := breakerOf(tr2.Breakers(), upstreamKey); s.State != bw.StateClosed {
+			t.Fatalf("replica 2's breaker is %v after replica 1's 429, want closed", s.State)
+		}
+		if r := get(tr2); r.err != nil || r.status != http.StatusOK {
+			t.Fatalf("replica 2's call during the pause: %+v, want a 200 after the pause", r)
+		}
+		if reqs := u2.Requests(); len(reqs) != 1 || reqs[0].At.Sub(t429) < time.Second {
+			t.Fatalf("replica 2's requests %+v: want one, a second after the 429", reqs)
+		}
+		if n := opened.Load(); n != 0 {
+			t.Fatalf("%d breakers opened on a 429", n)
+		}
+
+		// A trip opens the other replica's breaker and pauses nothing; a
+		// resume leaves the breaker open and a reset closes it.
+		tr1.Breakers().Get("db").Trip(5 * time.Second)
+		if s, _ := breakerOf(tr2.Breakers(), "db"); s.State != bw.StateOpen {
+			t.Fatalf("replica 2's breaker after replica 1's trip: %v", s.State)
+		}
+		if d := pauseLeft(tr2.PauseGates(), "db"); d != 0 {
+			t.Fatalf("replica 1's trip paused replica 2 for %v", d)
+		}
+		tr1.PauseGates().Pause("db", 3*time.Second)
+		tr1.PauseGates().Resume("db")
+		if s, _ := breakerOf(tr2.Breakers(), "db"); s.State != bw.StateOpen {
+			t.Fatalf("replica 2's breaker after replica 1's resume: %v, want still open", s.State)
+		}
+		tr1.PauseGates().Pause("db", 3*time.Second)
+		tr1.Breakers().Get("db").Reset()
+		if d := pauseLeft(tr2.PauseGates(), "db"); d != 3*time.Second {
+			t.Fatalf("replica 2 paused for %v after replica 1's reset, want still 3s", d)
+		}
+		if s, _ := breakerOf(tr2.Breakers(), "db"); s.State != bw.StateClosed {
+			t.Fatalf("replica 2's breaker after replica 1's reset: %v", s.State)
+		}
+	})
+}
+
+// TestClusterBusDropsUnknownEvents: an event that does not say whose
+// state it carries (from a bus that drops the field, or an older
+// replica) neither opens a breaker nor pauses a key.
+func TestClusterBusDropsUnknownEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &hub{}
+		tr := newTransport(t, breakwatertest.NewPipeUpstream(t).Transport(), bw.WithClusterBus(h.bus()))
+		other := h.bus()
+		other.Publish(bw.ClusterEvent{Key: upstreamKey, For: time.Second})
+		other.Publish(bw.ClusterEvent{Key: upstreamKey, For: time.Second, Manual: true})
+		if s, _ := breakerOf(tr.Breakers(), upstreamKey); s.State != bw.StateClosed {
+			t.Errorf("breaker %v after events of no mechanism, want closed", s.State)
+		}
+		if d := pauseLeft(tr.PauseGates(), upstreamKey); d != 0 {
+			t.Errorf("paused for %v after events of no mechanism", d)
+		}
+		if r := get(tr); r.err != nil || r.status != http.StatusOK {
+			t.Errorf("call after events of no mechanism: %+v", r)
+		}
+	})
 }

@@ -66,7 +66,8 @@ func (k EventKind) String() string {
 
 // Mechanism names the part of breakwater that refused or delayed work (the
 // table of rejections in the sentinels' documentation pairs each with its
-// errors). Its values are stable metric label values.
+// errors), and whose state a [ClusterEvent] carries. Its values are
+// stable metric label values.
 type Mechanism string
 
 // Mechanisms.

@@ -235,8 +235,11 @@ func WithKeyFunc(fn KeyFunc) Option {
 // bus (see [ClusterBus]): a breaker's openings and resets, and a pause
 // gate's pauses and resumes. Given to [NewTransport] it shares its own
 // breakers' and pause gate's; given to [NewBreakers] or [NewPauseGates],
-// that registry's. A nil bus keeps the state local. Default: each replica
-// keeps its own.
+// that registry's. One bus may serve both: each event names its
+// [ClusterEvent.Mechanism], and breakers apply only trips and resets,
+// pause gates only pauses and resumes, so another replica's 429 pauses
+// the key here and never opens its breaker. A nil bus keeps the state
+// local. Default: each replica keeps its own.
 //
 // Breaker trips: a breaker that opens on its own failures, or by
 // [Breaker.Trip], publishes the opening; every other replica opens its

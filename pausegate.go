@@ -223,7 +223,7 @@ func (g *PauseGates) pause(key string, d time.Duration, publish bool) time.Time 
 	pg.changedLocked()
 	pg.mu.Unlock()
 	if publish {
-		g.cfg.bus.Publish(ClusterEvent{Key: key, For: time.Duration(until - g.now())})
+		g.cfg.bus.Publish(ClusterEvent{Key: key, For: time.Duration(until - g.now()), Mechanism: MechPause})
 	}
 	return g.wall(until)
 }
@@ -315,7 +315,7 @@ func (g *PauseGates) Resume(key string) {
 	}
 	g.resume(key)
 	if g.cfg.bus != nil {
-		g.cfg.bus.Publish(ClusterEvent{Key: key, Manual: true})
+		g.cfg.bus.Publish(ClusterEvent{Key: key, Manual: true, Mechanism: MechPause})
 	}
 }
 

@@ -15,27 +15,30 @@ import (
 
 // publishScript records one replica's event in the bus's state hash and
 // publishes it when it applies cluster-wide. The hash has one field per
-// key and origin ("<key>\0<replica>", "<key>\0*" for a manual trip) whose
-// value is when it ends, in ms on Redis's clock; expired fields are
-// dropped on the way. A reset (duration 0) deletes every field of its key
-// and is always published; a trip is published when it is manual or when
-// at least quorum replicas have the key open.
+// mechanism, key and origin, "<mechanism>:<len(key)>:<key>:<replica>"
+// ("...:*" for a manual trip), whose value is when it ends, in ms on
+// Redis's clock; expired fields are dropped on the way. The key's length
+// makes the encoding unambiguous whatever bytes the key holds: a field of
+// one key never starts with the prefix of another. A reset or resume
+// (duration 0) deletes every field of its mechanism and key and is always
+// published; a trip is published when it is manual or when at least
+// quorum replicas have the key open (a pause is sent with quorum 1).
 //
-// KEYS[1]: the state hash. ARGV: channel, replica, key, duration in ms,
-// manual (1 or 0), quorum. Returns 1 when published.
+// KEYS[1]: the state hash. ARGV: channel, replica, mechanism, key,
+// duration in ms, manual (1 or 0), quorum. Returns 1 when published.
 var publishScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local h, ch, origin, key = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
-local dur, manual, quorum = tonumber(ARGV[4]), ARGV[5] == '1', tonumber(ARGV[6])
-local prefix = key .. '\0'
+local h, ch, origin, mech, key = KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local dur, manual, quorum = tonumber(ARGV[5]), ARGV[6] == '1', tonumber(ARGV[7])
+local prefix = mech .. ':' .. #key .. ':' .. key .. ':'
 local mine = prefix .. origin
 local count = 0
 local all = redis.call('HGETALL', h)
 for i = 1, #all, 2 do
   local f = all[i]
   local ours = string.sub(f, 1, #prefix) == prefix
-  if tonumber(all[i + 1]) <= now or (dur == 0 and ours) then
+  if (tonumber(all[i + 1]) or 0) <= now or (dur == 0 and ours) then
     redis.call('HDEL', h, f)
   elseif ours and f ~= mine and f ~= prefix .. '*' then
     count = count + 1
@@ -49,7 +52,7 @@ if dur > 0 then
   if not manual then count = count + 1 end
 end
 if dur == 0 or manual or count >= quorum then
-  redis.call('PUBLISH', ch, origin .. '\n' .. (manual and '1' or '0') .. '\n' .. dur .. '\n' .. key)
+  redis.call('PUBLISH', ch, origin .. '\n' .. (manual and '1' or '0') .. '\n' .. mech .. ':' .. dur .. '\n' .. key)
   return 1
 end
 return 0
@@ -84,7 +87,8 @@ type busConfig struct {
 // WithQuorum makes a trip apply on every replica only once at least q
 // replicas have tripped the key themselves, so that one sick replica (a
 // bad network path of its own) cannot open the others' breakers. Manual
-// trips and resets apply at once. Default: 1.
+// trips and resets apply at once, and so do pauses and resumes: a 429's
+// Retry-After is the upstream's word, not one replica's view. Default: 1.
 func WithQuorum(q int) BusOption { return func(c *busConfig) { c.quorum = q } }
 
 // WithReconcile sets how often a subscribed bus reads the shared state
@@ -97,6 +101,14 @@ func WithReconcile(d time.Duration) BusOption { return func(c *busConfig) { c.re
 // hash and sent on one pub/sub channel, both named after the bus
 // ("<namespace>:bus:{<name>}" and "<namespace>:bus:<name>"). Build it
 // with [Store.Bus]; it is safe for concurrent use.
+//
+// One bus carries a Transport's trips and pauses together: every event
+// travels with its [breakwater.ClusterEvent.Mechanism], in its message and
+// in its field of the hash, and each is applied only by the registry of
+// its mechanism. An event without a mechanism is not sent, and a message
+// or field without one (from a version that sent none) is ignored, so
+// replicas of an older version and this one never act on each other's
+// events: each keeps its own state until all run one version.
 //
 // Publish never blocks: events go through a queue of 256 to one goroutine,
 // and are dropped when it is full or Redis is down ([Bus.Dropped] counts
@@ -114,7 +126,7 @@ type Bus struct {
 var _ breakwater.ClusterBus = (*Bus)(nil)
 
 // Bus returns the bus named name, or an error describing every invalid
-// option. Give breakers and pause gates buses of their own.
+// option. Breakers and pause gates may share it.
 func (s *Store) Bus(name string, opts ...BusOption) (*Bus, error) {
 	c := busConfig{quorum: 1, reconcile: DefaultReconcile, queue: 256}
 	for _, o := range opts {
@@ -173,6 +185,13 @@ func (b *Bus) publishLoop() {
 }
 
 func (b *Bus) send(e breakwater.ClusterEvent) error {
+	if !validMechanism(e.Mechanism) {
+		return fmt.Errorf("redisstore: event of key %q has no valid mechanism (%q)", e.Key, e.Mechanism)
+	}
+	quorum := b.cfg.quorum
+	if e.Mechanism != breakwater.MechBreaker {
+		quorum = 1
+	}
 	ms := int64(0)
 	if e.For > 0 {
 		ms = max(1, (e.For + time.Millisecond - 1).Milliseconds())
@@ -182,7 +201,7 @@ func (b *Bus) send(e breakwater.ClusterEvent) error {
 		manual = "1"
 	}
 	return b.s.do(b.s.ctx, func(ctx context.Context) error {
-		return publishScript.Run(ctx, b.s.client, []string{b.hash}, b.channel, b.s.cfg.id, e.Key, ms, manual, b.cfg.quorum).Err()
+		return publishScript.Run(ctx, b.s.client, []string{b.hash}, b.channel, b.s.cfg.id, string(e.Mechanism), e.Key, ms, manual, quorum).Err()
 	})
 }
 
@@ -219,22 +238,72 @@ func (b *Bus) listen(fn func(breakwater.ClusterEvent)) {
 	}
 }
 
-// parseMessage reads "<replica>\n<manual>\n<ms>\n<key>".
+// validMechanism reports whether m can travel on the bus: non-empty,
+// without ':' (which ends it in a field and a message) or control bytes.
+func validMechanism(m breakwater.Mechanism) bool {
+	if m == "" {
+		return false
+	}
+	for i := 0; i < len(m); i++ {
+		if c := m[i]; c < 0x20 || c == 0x7f || c == ':' {
+			return false
+		}
+	}
+	return true
+}
+
+// parseMessage reads "<replica>\n<manual>\n<mechanism>:<ms>\n<key>". A
+// message of the earlier form, "<replica>\n<manual>\n<ms>\n<key>", says
+// nothing of its mechanism and is not ok (nor is this form to the earlier
+// parser, which reads "<mechanism>:<ms>" as a malformed duration).
 func parseMessage(p string) (e breakwater.ClusterEvent, origin string, ok bool) {
 	parts := strings.SplitN(p, "\n", 4)
 	if len(parts) != 4 {
 		return e, "", false
 	}
-	ms, err := strconv.ParseInt(parts[2], 10, 64)
-	if err != nil || ms < 0 {
+	i := strings.LastIndexByte(parts[2], ':')
+	if i < 0 {
 		return e, "", false
 	}
-	return breakwater.ClusterEvent{Key: parts[3], For: time.Duration(ms) * time.Millisecond, Manual: parts[1] == "1"}, parts[0], true
+	mech := breakwater.Mechanism(parts[2][:i])
+	ms, err := strconv.ParseInt(parts[2][i+1:], 10, 64)
+	if err != nil || ms < 0 || !validMechanism(mech) {
+		return e, "", false
+	}
+	return breakwater.ClusterEvent{Key: parts[3], For: time.Duration(ms) * time.Millisecond, Manual: parts[1] == "1", Mechanism: mech}, parts[0], true
+}
+
+// parseField reads a field of the state hash,
+// "<mechanism>:<len(key)>:<key>:<replica>". A field of the earlier form,
+// "<key>\0<replica>", is not ok: its replica part would hold the NUL.
+func parseField(f string) (mech breakwater.Mechanism, key, origin string, ok bool) {
+	m, rest, found := strings.Cut(f, ":")
+	if !found || !validMechanism(breakwater.Mechanism(m)) {
+		return "", "", "", false
+	}
+	digits, rest, found := strings.Cut(rest, ":")
+	n, err := strconv.Atoi(digits)
+	if !found || err != nil || n < 0 || n >= len(rest) || rest[n] != ':' {
+		return "", "", "", false
+	}
+	origin = rest[n+1:]
+	if origin != "*" && !validReplicaID(origin) {
+		return "", "", "", false
+	}
+	return breakwater.Mechanism(m), rest[:n], origin, true
+}
+
+// validReplicaID reports whether id can name a replica on the bus:
+// non-empty, not "*" (a manual trip's origin), without a newline (which
+// ends it in a message) or a NUL.
+func validReplicaID(id string) bool {
+	return id != "" && id != "*" && !strings.ContainsAny(id, "\n\x00")
 }
 
 // reconcile reads the shared state and delivers what applies: each key
 // with a live manual trip, or open on at least quorum replicas, for the
-// longest time another replica has it open.
+// longest time another replica has it open; and each key another replica
+// has paused, for the longest time it has left.
 func (b *Bus) reconcile(fn func(breakwater.ClusterEvent)) {
 	var res []any
 	err := b.s.do(b.s.ctx, func(ctx context.Context) error {
@@ -245,23 +314,27 @@ func (b *Bus) reconcile(fn func(breakwater.ClusterEvent)) {
 	if err != nil {
 		return
 	}
+	type id struct {
+		mech breakwater.Mechanism
+		key  string
+	}
 	type open struct {
 		count  int
 		manual time.Duration
 		others time.Duration
 	}
-	keys := map[string]*open{}
+	keys := map[id]*open{}
 	for i := 0; i+1 < len(res); i += 2 {
 		field, _ := res[i].(string)
 		ms, _ := res[i+1].(int64)
-		key, origin, found := strings.Cut(field, "\x00")
+		mech, key, origin, found := parseField(field)
 		if !found || ms <= 0 {
 			continue
 		}
-		o := keys[key]
+		o := keys[id{mech, key}]
 		if o == nil {
 			o = &open{}
-			keys[key] = o
+			keys[id{mech, key}] = o
 		}
 		d := time.Duration(ms) * time.Millisecond
 		switch origin {
@@ -274,12 +347,16 @@ func (b *Bus) reconcile(fn func(breakwater.ClusterEvent)) {
 			o.others = max(o.others, d)
 		}
 	}
-	for key, o := range keys {
+	for k, o := range keys {
+		quorum := b.cfg.quorum
+		if k.mech != breakwater.MechBreaker {
+			quorum = 1
+		}
 		switch {
 		case o.manual > 0:
-			fn(breakwater.ClusterEvent{Key: key, For: o.manual, Manual: true})
-		case o.others > 0 && o.count >= b.cfg.quorum:
-			fn(breakwater.ClusterEvent{Key: key, For: o.others})
+			fn(breakwater.ClusterEvent{Key: k.key, For: o.manual, Manual: true, Mechanism: k.mech})
+		case o.others > 0 && o.count >= quorum:
+			fn(breakwater.ClusterEvent{Key: k.key, For: o.others, Mechanism: k.mech})
 		}
 	}
 }

@@ -16,13 +16,12 @@
 //     script, on Redis's clock, in one round trip (shared with concurrent
 //     admissions, see "Batching");
 //   - pauses, so that one replica's 429 with Retry-After holds the key on
-//     every replica: [breakwater.WithClusterBus] with [Store.Bus], given
-//     to the pause gates;
-//   - breaker trips: [breakwater.WithClusterBus] with [Store.Bus], given
-//     to the breakers. A
-//     breaker's admission never touches the network: trips travel on
-//     pub/sub, after the fact, and a periodic read lets late replicas
-//     catch up.
+//     every replica, and breaker trips: [breakwater.WithClusterBus] with
+//     a [Store.Bus], given to a Transport (one bus for its breakers and
+//     its pause gate: each event says which it is, so a pause never opens
+//     a breaker) or to the registries. A breaker's admission never
+//     touches the network: trips and pauses travel on pub/sub, after the
+//     fact, and a periodic read lets late replicas catch up.
 //
 // # When Redis is slow or down
 //
@@ -104,7 +103,9 @@
 //
 // Every key starts with the namespace ([WithNamespace], "breakwater"). A
 // rate limit's key is "<ns>:rl:<name>:{<key>}"; a bus keeps its state in
-// "<ns>:bus:{<name>}" and sends on the channel "<ns>:bus:<name>"; the
-// replicas are counted in "<ns>:{replicas}". Every script touches one key,
-// and the braces are Cluster hash tags.
+// "<ns>:bus:{<name>}", one field per mechanism, key and replica,
+// "<mechanism>:<len(key)>:<key>:<replica>" (the length keeps keys of any
+// bytes apart), and sends on the channel "<ns>:bus:<name>"; the replicas
+// are counted in "<ns>:{replicas}". Every script touches one key, and the
+// braces are Cluster hash tags.
 package redisstore

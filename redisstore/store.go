@@ -64,8 +64,9 @@ type config struct {
 // that several services share one Redis. Default: "breakwater".
 func WithNamespace(ns string) Option { return func(c *config) { c.ns = ns } }
 
-// WithReplicaID names this replica; it must differ between replicas.
-// Default: a random 64-bit hex string.
+// WithReplicaID names this replica; it must differ between replicas, and
+// must not be "*" nor hold a newline or NUL. Default: a random 64-bit hex
+// string.
 func WithReplicaID(id string) Option { return func(c *config) { c.id = id } }
 
 // WithBudget sets the longest one store call may take; past it the call
@@ -170,6 +171,9 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	}
 	if c.budget <= 0 || c.retry <= 0 || c.heartbeat <= 0 {
 		errs = append(errs, fmt.Errorf("redisstore: budget, retry interval and heartbeat must be > 0, got %s, %s and %s", c.budget, c.retry, c.heartbeat))
+	}
+	if c.id != "" && !validReplicaID(c.id) {
+		errs = append(errs, fmt.Errorf("redisstore: replica ID must not be \"*\" nor hold a newline or NUL, got %q", c.id))
 	}
 	if c.replicas < 0 {
 		errs = append(errs, fmt.Errorf("redisstore: replicas must be >= 0, got %d", c.replicas))

@@ -35,11 +35,11 @@ func newStore(t *testing.T, c redis.UniversalClient, opts ...redisstore.Option) 
 }
 
 func TestNewReportsEveryBadOption(t *testing.T) {
-	_, err := redisstore.New(nil, redisstore.WithNamespace("a{b}"), redisstore.WithBudget(0), redisstore.WithReplicas(-1))
+	_, err := redisstore.New(nil, redisstore.WithNamespace("a{b}"), redisstore.WithBudget(0), redisstore.WithReplicas(-1), redisstore.WithReplicaID("a\nb"))
 	if err == nil {
 		t.Fatal("no error")
 	}
-	for _, want := range []string{"needs a client", "namespace", "budget", "replicas"} {
+	for _, want := range []string{"needs a client", "namespace", "budget", "replicas", "replica ID"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
@@ -171,16 +171,16 @@ func TestBusQuorumOnMiniredis(t *testing.T) {
 	busC, _ := obs.Bus("trips", redisstore.WithQuorum(2), redisstore.WithReconcile(20*time.Millisecond))
 	got := make(chan bw.ClusterEvent, 10)
 	busC.Subscribe(func(e bw.ClusterEvent) { got <- e })
-	busA.Publish(bw.ClusterEvent{Key: "api", For: 5 * time.Second})
+	busA.Publish(bw.ClusterEvent{Key: "api", For: 5 * time.Second, Mechanism: bw.MechBreaker})
 	select {
 	case e := <-got:
 		t.Fatalf("one replica's trip reached the others: %+v", e)
 	case <-time.After(200 * time.Millisecond):
 	}
-	busB.Publish(bw.ClusterEvent{Key: "api", For: 5 * time.Second})
+	busB.Publish(bw.ClusterEvent{Key: "api", For: 5 * time.Second, Mechanism: bw.MechBreaker})
 	select {
 	case e := <-got:
-		if e.Key != "api" || e.For < 4*time.Second || e.Manual {
+		if e.Key != "api" || e.For < 4*time.Second || e.Manual || e.Mechanism != bw.MechBreaker {
 			t.Fatalf("event %+v", e)
 		}
 	case <-time.After(2 * time.Second):
