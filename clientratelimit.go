@@ -1,9 +1,10 @@
 package breakwater
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"math"
 	"net/http"
 	"strconv"
@@ -40,8 +41,11 @@ func WithXRateLimitHeaders(on bool) Option {
 }
 
 // maxKeyLen bounds the keys a ClientRateLimit stores; longer keys (a
-// client-chosen header value) are stored as a hash.
+// client-chosen header value) are stored as a digest (storeKey).
 const maxKeyLen = 128
+
+// digestLen is how many bytes of a long key's SHA-256 digest name it.
+const digestLen = 16
 
 // rateTableMax bounds the precomputed RateLimit field values.
 const rateTableMax = 2048
@@ -67,9 +71,12 @@ const rateTableMax = 2048
 // ([WithKeyLimits]: a cap on keys, eviction of idle buckets, room made
 // for a new client at once, so that a client's first request is never
 // refused for what other clients did); keys longer than 128 bytes are
-// stored as a 64-bit hash, so a client cannot grow memory through a long
-// header value. A request whose key is "" uses the bucket of "", shared by
-// every such request.
+// stored as "#" and the first 128 bits of their SHA-256 digest, in hex, so
+// a client cannot grow memory through a long header value, and replicas
+// sharing a store ([WithSharedLimiter]) name a long key alike (a key of
+// up to 128 bytes that starts with "#" is stored as a digest too, so that
+// no key is taken for another's digest). A request whose key is "" uses
+// the bucket of "", shared by every such request.
 //
 // rl must not be nil, and key is required: every call site states what it
 // limits by (for example [RemoteAddrKey], or [ForwardedForKey] behind a
@@ -112,7 +119,6 @@ func newClientRateLimit(rl *RateLimiters, key KeyFunc, opts []Option) (*clientRa
 		rl:         rl,
 		key:        key,
 		xHeaders:   c.xHeaders,
-		seed:       maphash.MakeSeed(),
 		policyName: c.policy,
 	}
 	burst := rl.cfg.burst
@@ -132,7 +138,6 @@ type clientRateLimit struct {
 	rl       *RateLimiters
 	key      KeyFunc
 	xHeaders bool
-	seed     maphash.Seed
 
 	policyName string
 	window     int64      // seconds
@@ -190,17 +195,26 @@ func (crl *clientRateLimit) rateTable(n int64) []string {
 	return table
 }
 
-// storeKey bounds a key's length.
-func (crl *clientRateLimit) storeKey(k string) string {
-	if len(k) <= maxKeyLen {
+// storeKey bounds a key's length: a key longer than maxKeyLen, or one
+// that starts with the digests' "#", is stored as its digest, the same in
+// every process.
+func storeKey(k string) string {
+	if len(k) <= maxKeyLen && (k == "" || k[0] != '#') {
 		return k
 	}
-	return crl.hashKey(k)
+	return digestKey(k)
 }
 
-// hashKey is storeKey's key for a long key: its hash.
-func (crl *clientRateLimit) hashKey(k string) string {
-	return "#" + strconv.FormatUint(maphash.String(crl.seed, k), 16)
+// digestKey is storeKey's key for k: "#" and the first digestLen bytes of
+// its SHA-256 digest, in hex. A stable hash, not a seeded one, so that
+// replicas agree; collision-resistant, so that a client cannot choose a
+// key that shares another's bucket.
+func digestKey(k string) string {
+	sum := sha256.Sum256([]byte(k))
+	var b [1 + 2*digestLen]byte
+	b[0] = '#'
+	hex.Encode(b[1:], sum[:digestLen])
+	return string(b[:])
 }
 
 // setHeaders writes the RateLimit fields: r tokens remaining, the next in
@@ -305,7 +319,7 @@ func (crl *clientRateLimit) wrap(next http.Handler) http.Handler {
 			crl.serveObserved(next, w, r)
 			return
 		}
-		key := crl.storeKey(crl.key(r))
+		key := storeKey(crl.key(r))
 		if retry := crl.admit(r, w.Header(), key); retry > 0 {
 			crl.refuse(w, r, &served{}, key, retry)
 			return
@@ -317,7 +331,7 @@ func (crl *clientRateLimit) wrap(next http.Handler) http.Handler {
 // serveObserved is wrap's path for a middleware with an observer.
 func (crl *clientRateLimit) serveObserved(next http.Handler, w http.ResponseWriter, r *http.Request) {
 	s := crl.in.begin(w, false)
-	key := crl.storeKey(crl.key(r))
+	key := storeKey(crl.key(r))
 	if retry := crl.admit(r, w.Header(), key); retry > 0 {
 		crl.refuse(w, r, &s, key, retry)
 		return

@@ -2,6 +2,7 @@ package breakwater
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"golang.org/x/time/rate"
@@ -62,5 +63,28 @@ func TestClientRateLimitTableAdd(t *testing.T) {
 	crl.setHeaders(h2, 4, 0, 0) // the next value of the table
 	if got, want := h2.Values("RateLimit"), crl.rateValue(4, 0); len(got) != 1 || got[0] != want {
 		t.Errorf("RateLimit %q after another response's Add, want %q", got, want)
+	}
+}
+
+// A key longer than 128 bytes is stored as its SHA-256 digest, the same in
+// every process (fixed values, not a per-process seed), so that replicas
+// sharing a store share its bucket; shorter keys are stored as they are,
+// except one that could be mistaken for a digest.
+func TestClientRateLimitStoreKeyStable(t *testing.T) {
+	for _, c := range []struct{ key, want string }{
+		{strings.Repeat("a", 129), "#c12cb024a2e5551cca0e08fce8f1c5e3"},
+		{"Bearer " + strings.Repeat("x", 593), "#87403dd2c045d2f19c02175fbeecc692"},
+		{"#short", "#1a1abaa87a3df2a5dd6ae67f9bcabeca"},
+		{strings.Repeat("a", 128), strings.Repeat("a", 128)},
+		{"203.0.113.7", "203.0.113.7"},
+		{"", ""},
+	} {
+		if got := storeKey(c.key); got != c.want {
+			t.Errorf("storeKey(%.20q… %d bytes) = %q, want %q", c.key, len(c.key), got, c.want)
+		}
+	}
+	long := strings.Repeat("x", 600)
+	if n := testing.AllocsPerRun(100, func() { _ = storeKey(long) }); n > 2 {
+		t.Errorf("storeKey of a long key: %v allocations, want at most 2 (the bytes hashed and the key)", n)
 	}
 }

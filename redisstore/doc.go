@@ -102,7 +102,10 @@
 // # Keys
 //
 // Every key starts with the namespace ([WithNamespace], "breakwater"). A
-// rate limit's key is "<ns>:rl:<name>:{<key>}"; a bus keeps its state in
+// rate limit's key is "<ns>:rl:<name>:{<key>}" (a [breakwater.ClientRateLimit]
+// hands over a client key longer than 128 bytes as "#" and a SHA-256
+// digest that every replica computes alike, so a long bearer token is one
+// key of bounded size on every replica); a bus keeps its state in
 // "<ns>:bus:{<name>}", one field per mechanism, key and replica,
 // "<mechanism>:<len(key)>:<key>:<replica>" (the length keeps keys of any
 // bytes apart), and sends on the channel "<ns>:bus:<name>"; the replicas
