@@ -6,7 +6,7 @@ replace github.com/breakwater-go/breakwater => ../
 
 require (
 	github.com/afex/hystrix-go v0.0.0-20180502004556-fa1af6a1f4f5
-	github.com/breakwater-go/breakwater v0.0.0-00010101000000-000000000000
+	github.com/breakwater-go/breakwater v0.2.0
 	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/eapache/go-resiliency v1.7.0
 	github.com/failsafe-go/failsafe-go v0.9.8
@@ -27,7 +27,7 @@ require (
 
 require (
 	github.com/bits-and-blooms/bitset v1.24.4 // indirect
-	github.com/breakwater-go/breakwater/redisstore v0.0.0-00010101000000-000000000000
+	github.com/breakwater-go/breakwater/redisstore v0.2.0
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
 	github.com/influxdata/tdigest v0.0.1 // indirect
 	github.com/klauspost/cpuid/v2 v2.2.10 // indirect

@@ -3,7 +3,7 @@ module github.com/breakwater-go/breakwater/e2e
 go 1.25.0
 
 require (
-	github.com/breakwater-go/breakwater v0.0.0
+	github.com/breakwater-go/breakwater v0.2.0
 	github.com/chromedp/chromedp v0.23.0
 	go.uber.org/goleak v1.3.0
 )

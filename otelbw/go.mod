@@ -3,7 +3,7 @@ module github.com/breakwater-go/breakwater/otelbw
 go 1.25.0
 
 require (
-	github.com/breakwater-go/breakwater v0.0.0
+	github.com/breakwater-go/breakwater v0.2.0
 	github.com/prometheus/client_golang v1.24.0
 	github.com/prometheus/client_model v0.6.2
 	go.opentelemetry.io/otel v1.46.0

@@ -6,7 +6,7 @@ replace github.com/breakwater-go/breakwater => ../
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
-	github.com/breakwater-go/breakwater v0.0.0-00010101000000-000000000000
+	github.com/breakwater-go/breakwater v0.2.0
 	github.com/redis/go-redis/v9 v9.22.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/time v0.15.0

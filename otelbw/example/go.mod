@@ -8,8 +8,8 @@ replace (
 )
 
 require (
-	github.com/breakwater-go/breakwater v0.0.0
-	github.com/breakwater-go/breakwater/otelbw v0.0.0-00010101000000-000000000000
+	github.com/breakwater-go/breakwater v0.2.0
+	github.com/breakwater-go/breakwater/otelbw v0.2.0
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.71.0
 	go.opentelemetry.io/otel v1.46.0
 	go.opentelemetry.io/otel/exporters/stdout/stdoutmetric v1.46.0
