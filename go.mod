@@ -8,6 +8,7 @@ require (
 	github.com/prometheus/client_golang v1.24.0
 	github.com/prometheus/client_model v0.6.2
 	go.uber.org/goleak v1.3.0
+	golang.org/x/mod v0.40.0
 	golang.org/x/time v0.15.0
 )
 
