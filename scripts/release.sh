@@ -85,7 +85,7 @@ awk -v v="$version" -v d="$date" -v tags="$tagline" '
 
 if [ -n "$dry" ]; then
   say "CHANGELOG.md would become:"
-  diff -u CHANGELOG.md "$changelog" | sed 's/^/  /' || true
+  diff -u --label CHANGELOG.md --label "CHANGELOG.md at $version" CHANGELOG.md "$changelog" | sed 's/^/  /' || true
   say "would run scripts/consumer.sh $version (CI runs it on its own), commit 'release: $version' and tag ${tags[*]}"
   exit 0
 fi
