@@ -25,7 +25,8 @@ const (
 	chartTop  = bandsTop + 3*(bandH+bandGap) + 16
 	chartH    = 260
 	legendTop = chartTop + chartH + 34
-	svgHeight = legendTop + 48
+	legendRow = 18 // from one legend row's baseline to the next
+	bottom    = 12 // below the last row's baseline
 )
 
 // Colours of the series; the status page uses the same ones.
@@ -80,6 +81,13 @@ type drawing struct {
 	ymax int
 }
 
+// legendItem is one entry of the legend, placed at x, y (the label's
+// baseline).
+type legendItem struct {
+	key, label, kind string
+	x, y             int
+}
+
 func (d *drawing) printf(format string, args ...any) { fmt.Fprintf(d.b, format, args...) }
 
 // total is the width of the timeline in time.
@@ -99,9 +107,12 @@ func esc(s string) string { return html.EscapeString(s) }
 
 func (d *drawing) draw(title string) {
 	d.ymax = niceCeil(d.peak())
+	// The legend's rows wrap, so the picture is as tall as they make it.
+	legend := d.legendItems()
+	height := legend[len(legend)-1].y + bottom
 	d.printf(`<?xml version="1.0" encoding="UTF-8"?>` + "\n")
 	d.printf(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-labelledby="title" font-family="system-ui, -apple-system, 'Segoe UI', sans-serif" font-size="12">`+"\n",
-		svgWidth, svgHeight, svgWidth, svgHeight)
+		svgWidth, height, svgWidth, height)
 	d.printf(`<title id="title">%s</title>`+"\n", esc(title))
 	d.printf(`<rect width="100%%" height="100%%" fill="#ffffff"/>` + "\n")
 	// Shrink a long title to fit: a glyph is about 0.56 of the font size wide.
@@ -116,7 +127,7 @@ func (d *drawing) draw(title string) {
 	d.line("sent", "requests the upstream saw", func(iv Interval) int { return iv.Attempts }, "")
 	d.line("retried", "retries", func(iv Interval) int { return iv.Retries }, ` stroke-dasharray="5 3"`)
 	d.line("hedged", "hedges", func(iv Interval) int { return iv.Hedges }, ` stroke-dasharray="2 2"`)
-	d.legend()
+	d.legend(legend)
 	d.printf("</svg>\n")
 }
 
@@ -333,55 +344,65 @@ func (d *drawing) line(id, label string, value func(Interval) int, attrs string)
 		id, id, strings.Join(values, ","), colours[id], attrs, strings.Join(points, " "), esc(label))
 }
 
-// legend explains every colour, in two rows: the calls' outcomes, then
+// legendItems places the legend's entries, which explain every colour,
+// in two rows that wrap at the plot's width: the calls' outcomes, then
 // the lines and bands.
-func (d *drawing) legend() {
-	type item struct{ key, label, kind string }
-	rows := [][]item{{
-		{"succeeded", "succeeded", "box"},
-		{"failed", "failed (upstream error)", "box"},
-		{BreakerOpen, "rejected: breaker open", "box"},
-		{HalfOpenBusy, "rejected: half-open busy", "box"},
-		{Paused, "rejected: paused", "box"},
-		{RateLimited, "rejected: rate limit", "box"},
-		{Concurrency, "rejected: concurrency", "box"},
-		{Other, "rejected: other", "box"},
+func (d *drawing) legendItems() []legendItem {
+	rows := [][]legendItem{{
+		{key: "succeeded", label: "succeeded", kind: "box"},
+		{key: "failed", label: "failed (upstream error)", kind: "box"},
+		{key: BreakerOpen, label: "rejected: breaker open", kind: "box"},
+		{key: HalfOpenBusy, label: "rejected: half-open busy", kind: "box"},
+		{key: Paused, label: "rejected: paused", kind: "box"},
+		{key: RateLimited, label: "rejected: rate limit", kind: "box"},
+		{key: Concurrency, label: "rejected: concurrency", kind: "box"},
+		{key: Other, label: "rejected: other", kind: "box"},
 	}, {
-		{"sent", "requests the upstream saw", "line"},
-		{"retried", "retries", "dash"},
-		{"hedged", "hedges", "dot"},
-		{"closed", "breaker closed", "box"},
-		{"half_open", "breaker half-open", "box"},
-		{"open", "breaker open", "box"},
-		{"pause", "upstream asked to pause", "box"},
+		{key: "sent", label: "requests the upstream saw", kind: "line"},
+		{key: "retried", label: "retries", kind: "dash"},
+		{key: "hedged", label: "hedges", kind: "dot"},
+		{key: "closed", label: "breaker closed", kind: "box"},
+		{key: "half_open", label: "breaker half-open", kind: "box"},
+		{key: "open", label: "breaker open", kind: "box"},
+		{key: "pause", label: "upstream asked to pause", kind: "box"},
 	}}
 	if len(d.t.Health) > 0 {
-		rows[1] = append(rows[1], item{"ejected", "endpoint ejected (dashed: back)", "line"})
+		rows[1] = append(rows[1], legendItem{key: "ejected", label: "endpoint ejected (dashed: back)", kind: "line"})
 	}
-	d.printf(`<g id="legend" font-size="11">` + "\n")
+	var out []legendItem
 	y := legendTop
 	for _, row := range rows {
 		x := 0
 		for _, it := range row {
 			w := 22 + int(6.2*float64(len([]rune(it.label))))
 			if x > 0 && x+w > plotW {
-				x, y = 0, y+18
+				x, y = 0, y+legendRow
 			}
-			lx := left + x
-			switch it.kind {
-			case "box":
-				d.printf(`<rect x="%d" y="%d" width="11" height="11" fill="%s"/>`, lx, y-9, colours[it.key])
-			case "line":
-				d.printf(`<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2"/>`, lx, lx+12, y-4, y-4, colours[it.key])
-			case "dash":
-				d.printf(`<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2" stroke-dasharray="4 2"/>`, lx, lx+12, y-4, y-4, colours[it.key])
-			case "dot":
-				d.printf(`<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2" stroke-dasharray="2 2"/>`, lx, lx+12, y-4, y-4, colours[it.key])
-			}
-			d.printf(`<text x="%d" y="%d">%s</text>`+"\n", lx+16, y, esc(it.label))
+			it.x, it.y = left+x, y
+			out = append(out, it)
 			x += w + 10
 		}
-		y += 18
+		y += legendRow
+	}
+	return out
+}
+
+// legend draws the entries legendItems placed.
+func (d *drawing) legend(items []legendItem) {
+	d.printf(`<g id="legend" font-size="11">` + "\n")
+	for _, it := range items {
+		lx, y := it.x, it.y
+		switch it.kind {
+		case "box":
+			d.printf(`<rect x="%d" y="%d" width="11" height="11" fill="%s"/>`, lx, y-9, colours[it.key])
+		case "line":
+			d.printf(`<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2"/>`, lx, lx+12, y-4, y-4, colours[it.key])
+		case "dash":
+			d.printf(`<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2" stroke-dasharray="4 2"/>`, lx, lx+12, y-4, y-4, colours[it.key])
+		case "dot":
+			d.printf(`<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2" stroke-dasharray="2 2"/>`, lx, lx+12, y-4, y-4, colours[it.key])
+		}
+		d.printf(`<text x="%d" y="%d">%s</text>`+"\n", lx+16, y, esc(it.label))
 	}
 	d.printf("</g>\n")
 }

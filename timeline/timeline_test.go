@@ -14,6 +14,7 @@ import (
 
 	bw "github.com/breakwater-go/breakwater"
 	"github.com/breakwater-go/breakwater/breakwatertest"
+	"github.com/breakwater-go/breakwater/internal/svgcheck"
 	"github.com/breakwater-go/breakwater/timeline"
 )
 
@@ -142,10 +143,14 @@ type svgDoc struct {
 	title  string
 }
 
-// parseSVG checks that b is well-formed XML with an <svg> root and
-// collects the elements that carry an id.
+// parseSVG checks that b is well-formed XML with an <svg> root whose
+// elements all lie inside its viewBox, and collects the elements that
+// carry an id.
 func parseSVG(t *testing.T, b []byte) svgDoc {
 	t.Helper()
+	if err := svgcheck.Check(bytes.NewReader(b)); err != nil {
+		t.Errorf("the picture reaches outside its viewBox:\n%v", err)
+	}
 	doc := svgDoc{ids: map[string]map[string]string{}, states: map[string]bool{}}
 	dec := xml.NewDecoder(bytes.NewReader(b))
 	depth := 0
@@ -410,5 +415,41 @@ func TestDescribe(t *testing.T) {
 		if got := timeline.Describe(tc.tr); got != tc.want {
 			t.Errorf("Describe(%v → %v, %s)\n got %q\nwant %q", tc.tr.From, tc.tr.To, tc.tr.Reason, got, tc.want)
 		}
+	}
+}
+
+// Every element of a picture lies inside its viewBox, whatever the
+// timeline holds: the legend's rows wrap onto as many lines as they need,
+// and the picture grows to hold them.
+func TestWriteSVGInsideViewBox(t *testing.T) {
+	long := strings.Repeat("a long title about a long outage, ", 6)
+	for name, tl := range map[string]func() timeline.Timeline{
+		"empty": func() timeline.Timeline { return timeline.New(0).Timeline() },
+		"one interval, long phase names": func() timeline.Timeline {
+			r := timeline.New(time.Second)
+			r.Phase(0, strings.Repeat("healthy ", 20), true)
+			r.Phase(500*time.Millisecond, strings.Repeat("failing ", 20), false)
+			r.Record(0, bw.Event{Kind: bw.EventCallEnd, Category: bw.Success})
+			return r.Timeline()
+		},
+		"ten minutes, every series, ejections": func() timeline.Timeline {
+			r := timeline.New(10 * time.Second)
+			for i := range 600 {
+				at := time.Duration(i) * time.Second
+				r.Record(at, bw.Event{Kind: bw.EventAttempt, Category: bw.ServerError})
+				r.Record(at, bw.Event{Kind: bw.EventRetry})
+				r.Record(at, bw.Event{Kind: bw.EventCallEnd, Category: bw.Rejected, Err: bw.ErrCircuitOpen})
+			}
+			r.Record(5*time.Minute, bw.Event{Kind: bw.EventHealth, Key: "k", Endpoint: "http://a.test", Health: bw.HealthEjected, Reason: bw.ReasonOutlier})
+			return r.Timeline()
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := timeline.WriteSVG(&b, tl(), long); err != nil {
+				t.Fatal(err)
+			}
+			parseSVG(t, b.Bytes())
+		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/breakwater-go/breakwater"
+	"github.com/breakwater-go/breakwater/internal/svgcheck"
 	"go.uber.org/goleak"
 )
 
@@ -105,6 +106,9 @@ func TestSimulateSVG(t *testing.T) {
 	b, err := os.ReadFile(svg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if err := svgcheck.Check(bytes.NewReader(b)); err != nil {
+		t.Errorf("the timeline reaches outside its viewBox:\n%v", err)
 	}
 	ids := map[string]string{}
 	states := map[string]bool{}
@@ -250,5 +254,28 @@ func TestREADMEExample(t *testing.T) {
 	out, err := runCmd(t, "check", "-config", file, "-assert", "opens<=15", "-assert", "worst-call<=5s")
 	if err != nil {
 		t.Fatalf("the README's check fails: %v\n%s", err, out)
+	}
+}
+
+// Every picture the command draws lies inside its viewBox: simulate's and
+// check's, with the default duration and with a long title.
+func TestSVGInsideViewBox(t *testing.T) {
+	for _, args := range [][]string{
+		{"simulate"},
+		{"simulate", "-outage", "throttled", "-retry-after", "2s", "-callers", "8", "-duration", "5m", "-title", strings.Repeat("a long title ", 20)},
+		{"check", "-healthy-for", "10s", "-fail-for", "5s", "-duration", "30s", "-assert", "calls>=1"},
+	} {
+		svg := filepath.Join(t.TempDir(), "t.svg")
+		if out, err := runCmd(t, append(args, "-svg", svg)...); err != nil {
+			t.Fatalf("%q: %v\n%s", args, err, out)
+		}
+		f, err := os.Open(svg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := svgcheck.Check(f); err != nil {
+			t.Errorf("%q: the timeline reaches outside its viewBox:\n%v", args, err)
+		}
+		f.Close()
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/breakwater-go/breakwater/internal/svgcheck"
 	"go.uber.org/goleak"
 )
 
@@ -42,6 +43,11 @@ func TestRun(t *testing.T) {
 	n := func(s string) int { v, _ := strconv.Atoi(s); return v }
 	if n(m[1]) != n(m[2])+n(m[3])+n(m[4])+n(m[5]) || n(r[1]) != n(r[2])+n(r[3])+n(r[4])+n(r[5]) || n(m[4]) != n(r[1]) || n(s[1]) != n(s[2]) || n(s[2]) != n(m[1]) {
 		t.Errorf("the summary does not add up:\n%s\n%s\n%s", s[0], m[0], r[0])
+	}
+	if b, err := os.ReadFile(svg); err != nil {
+		t.Fatal(err)
+	} else if err := svgcheck.Check(bytes.NewReader(b)); err != nil {
+		t.Errorf("the timeline reaches outside its viewBox:\n%v", err)
 	}
 	f, err := os.Open(svg)
 	if err != nil {
