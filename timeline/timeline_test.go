@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -451,5 +452,19 @@ func TestWriteSVGInsideViewBox(t *testing.T) {
 			}
 			parseSVG(t, b.Bytes())
 		})
+	}
+}
+
+// The timelines the README shows (docs/, drawn by scripts/screenshots.sh)
+// lie inside their viewBoxes too.
+func TestDocsPicturesInsideViewBox(t *testing.T) {
+	for _, name := range []string{"../docs/simulated-outage.svg", "../docs/client-timeline.svg"} {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := svgcheck.Check(bytes.NewReader(b)); err != nil {
+			t.Errorf("%s reaches outside its viewBox (run scripts/screenshots.sh):\n%v", name, err)
+		}
 	}
 }
