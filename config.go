@@ -147,9 +147,13 @@ type Config struct {
 // name that matches only without regard to case ("CALL_TIMEOUT"), a
 // second value or a malformed duration is an error naming it, so a typo
 // in a checked-in file fails CI instead of silently keeping a default or
-// overriding a value.
+// overriding a value. A malformed duration is reported by its field's
+// JSON path, such as `retry.base: time: invalid duration "5x"`.
 func ParseConfig(data []byte) (Config, error) {
 	var c Config
+	if err := badDuration(data); err != nil {
+		return Config{}, fmt.Errorf("breakwater: config: %w", err)
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
@@ -476,18 +480,72 @@ func (d Duration) MarshalText() ([]byte, error) {
 
 // UnmarshalText reads a duration such as "1.5s", or "off".
 func (d *Duration) UnmarshalText(b []byte) error {
-	s := strings.TrimSpace(string(b))
+	v, err := parseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("breakwater: %w", err)
+	}
+	*d = v
+	return nil
+}
+
+// parseDuration reads a Duration's text form.
+func parseDuration(text string) (Duration, error) {
+	s := strings.TrimSpace(text)
 	if s == "off" {
-		*d = -1
-		return nil
+		return -1, nil
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("breakwater: duration %q: want a duration such as 1.5s, or off", s)
+		return 0, fmt.Errorf("%w (want a duration such as 1.5s, or off)", err)
 	}
 	if v < 0 {
-		return fmt.Errorf("breakwater: duration %q is negative; write off to switch it off", s)
+		return 0, fmt.Errorf("duration %q is negative; write off to switch it off", s)
 	}
-	*d = Duration(v)
+	return Duration(v), nil
+}
+
+// badDuration reports the first malformed duration in a JSON Config by
+// its field's path ("retry.base"), which encoding/json does not give an
+// UnmarshalText error. It walks Config's type beside the decoded JSON;
+// anything else wrong is left to the strict decoder.
+func badDuration(data []byte) error {
+	var v any
+	if json.Unmarshal(data, &v) != nil {
+		return nil
+	}
+	return durationsIn(reflect.TypeFor[Config](), v, "")
+}
+
+func durationsIn(t reflect.Type, v any, path string) error {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		for key, fv := range obj {
+			if !strings.EqualFold(key, name) { // as encoding/json matches names
+				continue
+			}
+			p := key
+			if path != "" {
+				p = path + "." + key
+			}
+			switch s, isString := fv.(string); {
+			case f.Type == reflect.TypeFor[Duration]() && isString:
+				if _, err := parseDuration(s); err != nil {
+					return fmt.Errorf("%s: %w", p, err)
+				}
+			case f.Type.Kind() == reflect.Struct:
+				if err := durationsIn(f.Type, fv, p); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	return nil
 }

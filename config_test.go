@@ -105,6 +105,34 @@ func TestParseConfigRefusesDuplicateAndMiscasedNames(t *testing.T) {
 	}
 }
 
+// A malformed duration is reported by its field's JSON path, as the file
+// spells it, with what was wrong with it.
+func TestParseConfigNamesBadDuration(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"retry": {"base": "5x"}}`:                                    `breakwater: config: retry.base: time: unknown unit "x" in duration "5x"`,
+		`{"call_timeout": "2 seconds"}`:                                `breakwater: config: call_timeout: time: `,
+		`{"retry": {"budget": {"window": "-1m"}}}`:                     `breakwater: config: retry.budget.window: duration "-1m" is negative`,
+		`{"Breaker": {"open_timeout": "1s", "Max_Open_Timeout": "x"}}`: `breakwater: config: Breaker.Max_Open_Timeout: time: invalid duration "x"`,
+		`{"concurrency": {"max_wait": "1d"}}`:                          `concurrency.max_wait: time: unknown unit "d"`,
+	} {
+		_, err := bw.ParseConfig([]byte(in))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseConfig(%s): %v, want %q", in, err, want)
+		}
+		if err != nil && strings.Count(err.Error(), "breakwater:") != 1 {
+			t.Errorf("ParseConfig(%s): %v, want one prefix", in, err)
+		}
+	}
+	// Durations that are right, and values that are not durations, are
+	// left to the decoder.
+	if _, err := bw.ParseConfig([]byte(`{"retry": {"base": "5ms", "max": "off"}, "call_timeout": "2s"}`)); err != nil {
+		t.Error(err)
+	}
+	if _, err := bw.ParseConfig([]byte(`{"retry": {"base": 5}}`)); err == nil || !strings.Contains(err.Error(), "retry.base") {
+		t.Errorf("a number for a duration: %v", err)
+	}
+}
+
 // Every invalid value is reported at once, by NewTransport, with the
 // other invalid options.
 func TestConfigErrorsAreJoined(t *testing.T) {
