@@ -26,7 +26,7 @@ func addConfigFlags(fs *flag.FlagSet) *configFlags {
 		fs.Func(name, usage+" (a duration, or off)", func(v string) error {
 			var d breakwater.Duration
 			if err := d.UnmarshalText([]byte(v)); err != nil {
-				return err
+				return errors.New(unprefixed(err))
 			}
 			cf.set = append(cf.set, func(c *breakwater.Config) error { *field(c) = d; return nil })
 			return nil
@@ -155,7 +155,7 @@ func (cf *configFlags) config() (breakwater.Config, error) {
 			return c, err
 		}
 		if c, err = breakwater.ParseConfig(data); err != nil {
-			return c, fmt.Errorf("%s: %w", cf.file, err)
+			return c, fmt.Errorf("%s: %s", cf.file, unprefixed(err))
 		}
 	}
 	for _, set := range cf.set {

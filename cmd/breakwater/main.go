@@ -12,7 +12,10 @@
 // says; simulate runs [breakwater.Transport.Simulate] against an outage
 // and can draw it as an SVG timeline; check runs the same simulation and
 // exits with status 1 when an assertion fails, so that CI can hold a
-// configuration to its promises:
+// configuration to its promises. Every other error (a bad flag, command
+// or assertion, a configuration that does not load or build, a file that
+// cannot be written) exits with status 2, printed on one line per error,
+// each naming what was wrong:
 //
 //	go run github.com/breakwater-go/breakwater/cmd/breakwater check \
 //		-config breakwater.json -assert 'opens<=15' -assert 'worst-call<=5s'
@@ -28,24 +31,48 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"strings"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	err := run(ctx, os.Args[1:], os.Stdout)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if err == nil {
-		return
+	if code := exit(err, os.Stderr); code != 0 {
+		os.Exit(code)
 	}
+}
+
+// exit prints err on stderr, each of its lines prefixed once with
+// "breakwater: ", and returns the command's exit status: 0 without an
+// error, the status an *exitError carries, and 2 for any other error.
+func exit(err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	code := 2
 	var ee *exitError
 	if errors.As(err, &ee) {
-		if ee.msg != "" {
-			fmt.Fprintln(os.Stderr, "breakwater:", ee.msg)
-		}
-		os.Exit(ee.code)
+		code = ee.code
 	}
-	fmt.Fprintln(os.Stderr, "breakwater:", err)
-	os.Exit(1)
+	if msg := unprefixed(err); msg != "" {
+		for line := range strings.SplitSeq(msg, "\n") {
+			fmt.Fprintln(stderr, "breakwater:", line)
+		}
+	}
+	return code
+}
+
+// unprefixed is err's message without the "breakwater: " that the
+// library's errors start each of their lines with, since the command
+// prints its own.
+func unprefixed(err error) string {
+	lines := strings.Split(err.Error(), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimPrefix(l, "breakwater: ")
+	}
+	return strings.Join(lines, "\n")
 }

@@ -22,7 +22,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func runCmd(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	var out bytes.Buffer
-	err := run(context.Background(), args, &out)
+	err := run(context.Background(), args, &out, io.Discard)
 	return out.String(), err
 }
 
@@ -277,5 +277,90 @@ func TestSVGInsideViewBox(t *testing.T) {
 			t.Errorf("%q: the timeline reaches outside its viewBox:\n%v", args, err)
 		}
 		f.Close()
+	}
+}
+
+// runMain runs the command as main does: what it prints on stdout and on
+// stderr, and its exit status.
+func runMain(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errs bytes.Buffer
+	code = exit(run(context.Background(), args, &out, &errs), &errs)
+	return out.String(), errs.String(), code
+}
+
+// check exits 1 only for a failed assertion, and 2 for any other error:
+// a usage error, a configuration that does not load or build, a file it
+// cannot write.
+func TestCheckExitStatus(t *testing.T) {
+	bad := writeFile(t, "bad.json", `{"retry": {"base": "5x"}}`)
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"check", "-assert", "opens<=15"}, 0},
+		{[]string{"check", "-assert", "opens<=3"}, 1},
+		{[]string{"check", "-config", bad, "-assert", "opens<=15"}, 2},
+		{[]string{"check", "-config", filepath.Join(t.TempDir(), "missing.json"), "-assert", "opens<=15"}, 2},
+		{[]string{"check", "-policy", "sometimes", "-assert", "opens<=15"}, 2},
+		{[]string{"check", "-max-attempts", "-1", "-assert", "opens<=15"}, 2},
+		{[]string{"check", "-assert", "opens<=15", "-svg", filepath.Join(t.TempDir(), "no", "such", "dir.svg")}, 2},
+		{[]string{"check", "-assert", "opens<=15", "-callers", "0"}, 2},
+		{[]string{"explain", "-config", bad}, 2},
+	} {
+		if _, stderr, code := runMain(t, c.args...); code != c.code {
+			t.Errorf("%q: exit %d, want %d\n%s", c.args, code, c.code, stderr)
+		}
+	}
+}
+
+// A bad flag or assertion is one line on stderr, not the usage; -h still
+// prints every flag.
+func TestBadFlagIsOneLine(t *testing.T) {
+	for _, args := range [][]string{
+		{"check", "-assert", "opens~3"},
+		{"check", "-assert", "speed<=3"},
+		{"check", "-nonsense"},
+		{"simulate", "-callers", "many"},
+		{"explain", "-backoff-base", "5x"},
+	} {
+		stdout, stderr, code := runMain(t, args...)
+		if code != 2 || stdout != "" || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2, nothing, one line", args, code, stdout, stderr)
+		}
+	}
+	stdout, _, code := runMain(t, "check", "-h")
+	if code != 0 || !strings.Contains(stdout, "Usage of breakwater check:") || !strings.Contains(stdout, "-assert EXPR") {
+		t.Errorf("check -h: exit %d\n%s", code, stdout)
+	}
+}
+
+// Everything the command prints carries its "breakwater: " once, however
+// many of the library's errors it joins; a config file's bad duration is
+// named by its field.
+func TestErrorsArePrefixedOnce(t *testing.T) {
+	bad := writeFile(t, "bad.json", `{"retry": {"base": "5x"}}`)
+	unknown := writeFile(t, "unknown.json", `{"retry": {"max_atempts": 4}}`)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"explain", "-config", bad}, `breakwater: ` + bad + `: config: retry.base: time: unknown unit "x" in duration "5x"`},
+		{[]string{"explain", "-config", unknown}, `breakwater: ` + unknown + `: config: json: unknown field "max_atempts"`},
+		{[]string{"explain", "-policy", "sometimes", "-max-attempts", "0"}, `breakwater: config: unknown breaker policy "sometimes"`},
+		{[]string{"explain", "-backoff-base", "-1s"}, `breakwater: invalid value "-1s" for flag -backoff-base: duration "-1s" is negative`},
+		{[]string{"check", "-outage", "meteor", "-assert", "opens<=1"}, `breakwater: unknown -outage "meteor"`},
+		{[]string{"check", "-assert", "opens<=1"}, `breakwater: 1 of 1 checks failed`},
+		{[]string{"frobnicate"}, `breakwater: unknown command "frobnicate"`},
+	} {
+		_, stderr, _ := runMain(t, c.args...)
+		if !strings.Contains(stderr, c.want) {
+			t.Errorf("%q: stderr %q, want %q", c.args, stderr, c.want)
+		}
+		for line := range strings.Lines(stderr) {
+			if !strings.HasPrefix(line, "breakwater: ") || strings.Count(line, "breakwater: ") != 1 {
+				t.Errorf("%q: line %q", c.args, line)
+			}
+		}
 	}
 }

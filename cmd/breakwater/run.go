@@ -14,7 +14,7 @@ import (
 )
 
 // exitError ends the command with an exit status: 1 for failed checks, 2
-// for a usage error.
+// for a usage error (as any other error).
 type exitError struct {
 	code int
 	msg  string
@@ -36,7 +36,8 @@ const usage = `usage:
 A configuration comes from -config FILE (JSON, the schema of breakwater.Config)
 and from the config flags, which override the file.
 
-check runs the simulation and exits with status 1 when an assertion fails. An
+check runs the simulation and exits with status 1 when an assertion fails, and
+with status 2 on any other error (a flag, a configuration, a file). An
 assertion is NAME OP VALUE with OP one of <= < >= > == !=:
   opens        the call that opened the breaker ("never": it did not)
   opened-at    when it opened, in virtual time ("never")
@@ -47,8 +48,9 @@ assertion is NAME OP VALUE with OP one of <= < >= > == !=:
 For example: -assert 'opens<=15' -assert 'worst-call<=5s' -assert 'attempts<=60'.
 `
 
-// run is the whole command: args without the program name.
-func run(ctx context.Context, args []string, stdout io.Writer) error {
+// run is the whole command: args without the program name. Warnings go
+// to stderr; the error it returns is for main to print.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stdout, usage)
 		return usageError("no command")
@@ -58,7 +60,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	case "explain", "simulate", "check", "config":
 	case "help", "-h", "-help", "--help":
 		if len(args) > 0 {
-			return command(ctx, args[0], []string{"-h"}, stdout)
+			return command(ctx, args[0], []string{"-h"}, stdout, stderr)
 		}
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -66,12 +68,15 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprint(stdout, usage)
 		return usageError("unknown command %q", cmd)
 	}
-	return command(ctx, cmd, args, stdout)
+	return command(ctx, cmd, args, stdout, stderr)
 }
 
-func command(_ context.Context, cmd string, args []string, stdout io.Writer) error {
+func command(_ context.Context, cmd string, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("breakwater "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stdout)
+	// A bad flag is one line on stderr (main prints the error); -h prints
+	// every flag.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	cf := addConfigFlags(fs)
 	var sf *scenarioFlags
 	if cmd == "simulate" || cmd == "check" {
@@ -88,16 +93,19 @@ func command(_ context.Context, cmd string, args []string, stdout io.Writer) err
 	}
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
+			fmt.Fprintf(stdout, "Usage of %s:\n", fs.Name())
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
 			return nil
 		}
-		return usageError("%v", err)
+		return usageError("%v (breakwater help %s: every flag)", err, cmd)
 	}
 	if fs.NArg() > 0 {
 		return usageError("unexpected argument %q", fs.Arg(0))
 	}
 	cfg, err := cf.config()
 	if err != nil {
-		return err
+		return usageError("%s", unprefixed(err))
 	}
 	if cmd == "config" {
 		enc := json.NewEncoder(stdout)
@@ -106,7 +114,7 @@ func command(_ context.Context, cmd string, args []string, stdout io.Writer) err
 	}
 	tr, err := breakwater.NewTransport(cfg)
 	if err != nil {
-		return err
+		return usageError("%s", unprefixed(err))
 	}
 	switch cmd {
 	case "explain":
