@@ -314,6 +314,31 @@ func TestCheckExitStatus(t *testing.T) {
 	}
 }
 
+// A run that ends before the outage starts says so on stderr: its
+// verdicts are about a healthy upstream only.
+func TestCheckWarnsWhenTheOutageNeverStarts(t *testing.T) {
+	stdout, stderr, code := runMain(t, "check", "-healthy-for", "10s", "-assert", "opens<=15")
+	if code != 1 || !strings.Contains(stdout, "FAIL opens<=15 (opens is never)") {
+		t.Fatalf("exit %d\n%s", code, stdout)
+	}
+	want := "breakwater: warning: the simulation ended after 100 calls, 100ms in, before the outage starts at 10s"
+	if !strings.Contains(stderr, want) || strings.Contains(stdout, "warning") {
+		t.Errorf("stderr %q, want %q", stderr, want)
+	}
+	for _, args := range [][]string{
+		{"check", "-assert", "opens<=15"},
+		{"check", "-healthy-for", "10s", "-duration", "30s", "-assert", "opens<=15"},
+		{"simulate", "-healthy-for", "1s", "-think", "100ms"},
+	} {
+		if _, stderr, _ := runMain(t, args...); strings.Contains(stderr, "warning") {
+			t.Errorf("%q: %s", args, stderr)
+		}
+	}
+	if _, stderr, _ := runMain(t, "simulate", "-healthy-for", "1m", "-max-calls", "5"); !strings.Contains(stderr, "before the outage starts at 1m0s") {
+		t.Errorf("simulate: stderr %q, want the warning", stderr)
+	}
+}
+
 // A bad flag or assertion is one line on stderr, not the usage; -h still
 // prints every flag.
 func TestBadFlagIsOneLine(t *testing.T) {

@@ -131,6 +131,10 @@ func command(_ context.Context, cmd string, args []string, stdout, stderr io.Wri
 	}
 	res, tl := simulate(tr, scenario, sf.interval)
 	report(stdout, sf, scenario, res, tl)
+	if scenario.HealthyFor > 0 && res.Elapsed < scenario.HealthyFor {
+		fmt.Fprintf(stderr, "breakwater: warning: the simulation ended after %d calls, %s in, before the outage starts at %s: "+
+			"nothing above is about the outage (set -duration or -max-calls)\n", res.Calls, seconds(res.Elapsed), seconds(scenario.HealthyFor))
+	}
 	if svg != "" {
 		if title == "" {
 			title = sf.describe(scenario)
