@@ -161,7 +161,7 @@ func (t *Transport) attempt(c *call, r *attemptResult) {
 // when admit is called.
 func (t *Transport) admit(c *call, r *attemptResult, hedge, racing bool) bool {
 	r.ctx, r.n, r.key, r.name, r.hs = c.ctx, c.attempts, c.key, c.name, c.hedge
-	permit, err := t.allow(c, r)
+	permit, err := t.allow(c, r, hedge)
 	if err != nil {
 		if !c.sent {
 			c.closeBody()

@@ -113,10 +113,12 @@ func TestBodilessResponsesHoldNothing(t *testing.T) {
 }
 
 // A response holds its half-open probe lease until its body ends, even
-// without any timeout, and gives it back then.
+// without any timeout, and gives it back then. The first probe's answer
+// (a 501) counts neither way, so the ramp lets no second probe through
+// while its body is open: the call waits for the lease and is refused.
 func TestProbeLeaseEndsWithTheBody(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{})
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 501}, breakwatertest.Step{})
 		tr := newTransport(t, u.Transport(), bw.WithCallTimeout(0), bw.WithAttemptTimeout(0),
 			bw.WithHalfOpen(1, 2))
 		tr.Breakers().Get(upstreamKey).Trip(time.Second)
@@ -130,8 +132,10 @@ func TestProbeLeaseEndsWithTheBody(t *testing.T) {
 			t.Fatalf("a second probe while the first body is open: %v, want ErrHalfOpenBusy", err)
 		}
 		resp.Body.Close()
-		if r := do(tr, req); r.err != nil {
-			t.Fatalf("a second probe once the first body is closed: %v", r.err)
+		for i := range 2 {
+			if r := do(tr, req); r.err != nil {
+				t.Fatalf("probe %d once the first body is closed: %v", i+2, r.err)
+			}
 		}
 		if s := stateOf(tr.Breakers(), upstreamKey); s != bw.StateClosed {
 			t.Fatalf("after two successful probes: %s", s)

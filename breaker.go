@@ -1,6 +1,7 @@
 package breakwater
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -47,10 +48,12 @@ type Breaker struct {
 	rate     window.Rate
 	opens    int
 	openedAt int64
+	outageAt int64 // when the first of the current run of openings was
 	// dueFire is when the current opening's timer is to set due;
 	// dueAt when the earliest timer still pending fires, 0 when none is.
 	dueFire, dueAt int64
 	probes         []probeLease
+	wake           chan struct{} // closed when a probe ends or the state changes; nil while nobody waits
 	leaseSeq       uint64
 	probeOK        int
 	needOK         int
@@ -171,6 +174,10 @@ func (b *Breaker) admitProbe() (Permit, error) {
 			free = i
 		}
 	}
+	if free < 0 && len(b.probes) < b.allowance() {
+		b.probes = append(b.probes, probeLease{})
+		free = len(b.probes) - 1
+	}
 	if free < 0 {
 		b.mu.Unlock()
 		return b.reject(b.busyErr)
@@ -180,6 +187,80 @@ func (b *Breaker) admitProbe() (Permit, error) {
 	p := Permit{b: b, gen: gen, lease: b.leaseSeq, slot: int32(free)}
 	b.mu.Unlock()
 	return p, nil
+}
+
+// maxRampProbes bounds the probes a half-open breaker's ramp lets through
+// at once.
+const maxRampProbes = 1024
+
+// allowance is how many probes a half-open breaker lets through at once:
+// its configured probes, doubled for each probe that succeeded, as TCP's
+// slow start doubles its window per round of acknowledgements, so that
+// the traffic admitted grows with what the upstream answers. b.mu must be
+// held.
+func (b *Breaker) allowance() int {
+	n := b.bs.cfg.maxProbes
+	return min(n<<min(b.probeOK, 10), max(n, maxRampProbes))
+}
+
+// halfOpenHold bounds how long a call that finds every probe slot taken
+// waits for a probe's answer: a quarter of the time its deadline leaves,
+// and at most maxHalfOpenHold. A probe answered within it lets the call
+// through (or refuses it, when the probe failed) instead of refusing a
+// call the recovered upstream would have served.
+const maxHalfOpenHold = time.Second
+
+// allowWait is Allow for a call that may wait until dl (zero: no
+// deadline) while the breaker is half-open with every probe slot taken:
+// it waits for a probe to end, within halfOpenHold, and asks again. An
+// open breaker still refuses at once.
+func (b *Breaker) allowWait(ctx context.Context, dl time.Time) (Permit, error) {
+	p, err := b.Allow()
+	if err == nil || err != b.busyErr {
+		return p, err
+	}
+	hold := maxHalfOpenHold
+	if !dl.IsZero() {
+		hold = min(hold, time.Until(dl)/4)
+	}
+	if hold <= 0 {
+		return p, err
+	}
+	timer := time.NewTimer(hold)
+	defer timer.Stop()
+	for {
+		b.mu.Lock()
+		_, s := unpack(b.sg.Load())
+		var wake <-chan struct{}
+		if s == StateHalfOpen {
+			if b.wake == nil {
+				b.wake = make(chan struct{})
+			}
+			wake = b.wake
+		}
+		b.mu.Unlock()
+		if wake != nil {
+			select {
+			case <-wake:
+			case <-timer.C:
+				return Permit{}, b.busyErr
+			case <-ctx.Done():
+				return Permit{}, b.busyErr
+			}
+		}
+		if p, err = b.Allow(); err != b.busyErr {
+			return p, err
+		}
+	}
+}
+
+// changedLocked wakes the calls waiting for a probe slot. b.mu must be
+// held.
+func (b *Breaker) changedLocked() {
+	if b.wake != nil {
+		close(b.wake)
+		b.wake = nil
+	}
 }
 
 // record reports the outcome of the permit's attempt: successes and
@@ -206,8 +287,11 @@ func (p Permit) release() {
 	}
 	b := p.b
 	b.mu.Lock()
-	if l := &b.probes[p.slot]; l.seq == p.lease {
-		l.seq = 0
+	if int(p.slot) < len(b.probes) {
+		if l := &b.probes[p.slot]; l.seq == p.lease {
+			l.seq = 0
+			b.changedLocked()
+		}
 	}
 	b.mu.Unlock()
 }
@@ -265,6 +349,7 @@ func (b *Breaker) succeed(gen uint64, oob bool) {
 		fallthrough
 	case StateHalfOpen:
 		b.probeOK++
+		b.changedLocked() // the ramp lets more through
 		if b.probeOK >= b.needOK {
 			reason := ReasonProbesSucceeded
 			if oob {
@@ -351,27 +436,45 @@ func (b *Breaker) clearCounts() {
 	b.rate.Clear()
 }
 
-// openFor is the next open duration before jitter. b.mu must be held.
-func (b *Breaker) openFor(o Outcome) time.Duration {
+// probeAgeDivisor sets the probe cadence of a long outage: an opening
+// lasts a 32nd of the time since the outage's first opening (between the
+// open timeout and its cap), so that a recovery is noticed within about
+// 3 % of the outage's age, never more than a tenth of it, while a dead
+// key costs ever fewer probes: 22 per doubling of its age, one every
+// 1.9 s after a minute.
+const probeAgeDivisor = 32
+
+// openFor is the next open duration at now, before jitter, and whether it
+// is a server's hint (jitter then only delays it). b.mu must be held.
+func (b *Breaker) openFor(now int64, o Outcome) (d time.Duration, hint bool) {
 	cfg := &b.bs.cfg
 	if o.Category == Throttled && o.HasRetryAfter && o.RetryAfter > 0 {
-		return min(o.RetryAfter, cfg.maxOpenTimeout)
+		return min(o.RetryAfter, cfg.maxOpenTimeout), true
 	}
-	d := cfg.openTimeout
-	for i := 0; i < b.opens && d < cfg.maxOpenTimeout; i++ {
-		d = mulSat(d, 2)
+	var age int64
+	if b.opens > 0 {
+		age = now - b.outageAt
 	}
-	return min(d, cfg.maxOpenTimeout)
+	return min(max(time.Duration(age/probeAgeDivisor), cfg.openTimeout), cfg.maxOpenTimeout), false
 }
 
 func (b *Breaker) toOpenLocked(now int64, reason Reason, o Outcome, failures int) {
-	d := b.openFor(o)
+	d, hint := b.openFor(now, o)
 	if j := b.bs.cfg.jitter; j > 0 {
-		d = time.Duration(addSat(int64(d), int64(fracSat(d, rand.Float64()*j))))
+		// A hint is never cut short; a probe never comes later than
+		// the cadence promises.
+		if f := fracSat(d, rand.Float64()*j); hint {
+			d = time.Duration(addSat(int64(d), int64(f)))
+		} else {
+			d -= f
+		}
 	}
 	b.needOK = b.bs.cfg.successes
 	if o.Category == Throttled {
 		b.needOK = 1
+	}
+	if b.opens == 0 {
+		b.outageAt = now
 	}
 	b.opens++
 	b.openedAt = now
@@ -446,6 +549,7 @@ func (b *Breaker) dueFired(fire int64) {
 }
 
 func (b *Breaker) toHalfOpenLocked(reason Reason) {
+	b.probes = b.probes[:b.bs.cfg.maxProbes]
 	clear(b.probes)
 	b.probeOK = 0
 	b.queue(b.transitionLocked(StateHalfOpen, reason))
@@ -454,6 +558,7 @@ func (b *Breaker) toHalfOpenLocked(reason Reason) {
 func (b *Breaker) toClosedLocked(reason Reason) {
 	b.opens = 0
 	b.probeOK = 0
+	b.probes = b.probes[:b.bs.cfg.maxProbes]
 	clear(b.probes)
 	b.clearCounts()
 	b.queue(b.transitionLocked(StateClosed, reason))
@@ -464,6 +569,7 @@ func (b *Breaker) transitionLocked(to State, reason Reason) Transition {
 	gen, from := unpack(b.sg.Load())
 	gen++
 	b.sg.Store(pack(gen, to))
+	b.changedLocked()
 	now := b.bs.now()
 	b.since, b.reason = now, reason
 	return Transition{Key: b.key, From: from, To: to, Reason: reason, At: b.bs.wall(now), Generation: gen, Opens: b.opens}

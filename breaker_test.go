@@ -327,32 +327,44 @@ func openFor(t *testing.T, bs *bw.Breakers, k string) time.Duration {
 	return s.Remaining
 }
 
-func TestReopenBackoff(t *testing.T) {
+// Reopens follow the outage's age: each opening lasts a 32nd of the time
+// since the first (between the open timeout and its cap), jitter only
+// shortens it, and a recovery is never noticed later than a tenth of the
+// outage's age.
+func TestReopenCadence(t *testing.T) {
 	for _, jitter := range []float64{0, 0.1} {
 		synctest.Test(t, func(t *testing.T) {
-			bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)), bw.WithOpenTimeout(5*time.Second, time.Minute),
+			const base = 100 * time.Millisecond
+			bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)), bw.WithOpenTimeout(base, time.Minute),
 				bw.WithOpenJitter(jitter), bw.WithHalfOpen(1, 1))
 			call(bs, "k", fail)
-			var got []time.Duration
-			for i := range 6 {
+			start := time.Now()
+			probes := 0
+			for age := time.Duration(0); age < 2*time.Hour; age = time.Since(start) {
 				d := openFor(t, bs, "k")
-				got = append(got, d)
-				want := []time.Duration{5, 10, 20, 40, 60, 60}[i] * time.Second
-				if d < want || d > want+time.Duration(jitter*float64(want)) {
-					t.Errorf("open %d lasted %s, want %s (+%.0f%%)", i+1, d, want, jitter*100)
+				want := min(max(age/32, base), time.Minute)
+				if d > want || d < want-time.Duration(jitter*float64(want))-1 {
+					t.Fatalf("at age %s the opening lasted %s, want %s (-%.0f%%)", age, d, want, jitter*100)
+				}
+				if age >= 10*base && d > age/10 {
+					t.Fatalf("at age %s the opening lasted %s, more than a tenth of it", age, d)
 				}
 				time.Sleep(d)
+				probes++
 				if err := call(bs, "k", fail); err != nil { // the probe fails
-					t.Fatalf("probe %d rejected: %v", i+1, err)
+					t.Fatalf("probe %d rejected: %v", probes, err)
+				}
+				if age >= time.Minute && age < time.Minute+d && d < time.Second {
+					t.Fatalf("after a minute a probe every %s, want at most one a second", d)
 				}
 			}
-			t.Logf("jitter %.1f: %v", jitter, got)
+			t.Logf("jitter %.1f: %d probes in a 2 h outage", jitter, probes)
 			// A successful probe closes it and forgets the history.
 			time.Sleep(openFor(t, bs, "k"))
 			call(bs, "k", ok)
 			call(bs, "k", fail)
-			if d := openFor(t, bs, "k"); d > 5500*time.Millisecond {
-				t.Fatalf("after closing the first open lasted %s, want 5s", d)
+			if d := openFor(t, bs, "k"); d > base {
+				t.Fatalf("after closing the first open lasted %s, want %s", d, base)
 			}
 		})
 	}
@@ -382,13 +394,13 @@ func TestHalfOpen(t *testing.T) {
 			t.Fatal("two sequential successes did not close it")
 		}
 
-		// Any failure reopens with the next longer timeout.
+		// Any failure reopens, for a 32nd of the outage's age.
 		call(bs, "k", fail)
 		time.Sleep(5 * time.Second)
 		call(bs, "k", ok)
 		call(bs, "k", fail)
-		if d := openFor(t, bs, "k"); d != 10*time.Second {
-			t.Fatalf("reopen lasted %s, want 10s", d)
+		if d := openFor(t, bs, "k"); d != 5*time.Second/32 {
+			t.Fatalf("reopen lasted %s, want a 32nd of the 5 s outage", d)
 		}
 	})
 }

@@ -19,7 +19,7 @@ const (
 
 // Defaults of a breaker; the package documentation lists them all.
 const (
-	defaultOpenTimeout    = 5 * time.Second
+	defaultOpenTimeout    = 100 * time.Millisecond
 	defaultMaxOpenTimeout = 60 * time.Second
 	defaultOpenJitter     = 0.10
 	defaultHalfOpenProbes = 1

@@ -118,8 +118,11 @@ func (t *Transport) Explain() string {
 			line(2, "full outage", "stays closed through %d calls of a single caller (simulated)", r.Calls)
 		}
 		line(2, "charged", "%s", charge)
-		line(2, "open for", "%s, doubling on each reopen up to %s, +%.0f%% jitter", formatDuration(bc.openTimeout), formatDuration(bc.maxOpenTimeout), bc.jitter*100)
-		line(2, "half-open", "%d probe(s) at a time, %d success(es) to close", bc.maxProbes, bc.successes)
+		minute := min(max(time.Minute/probeAgeDivisor, bc.openTimeout), bc.maxOpenTimeout)
+		line(2, "probes", "every %s while the outage is young, then 1/%d of its age up to %s (every %s after a minute), up to %.0f%% sooner at random",
+			formatDuration(bc.openTimeout), probeAgeDivisor, formatDuration(bc.maxOpenTimeout), formatDuration(minute), bc.jitter*100)
+		line(2, "half-open", "%d probe(s) at a time, doubling with each success, %d success(es) to close; a call that finds them taken waits for an answer up to a quarter of its time left (at most %s)",
+			bc.maxProbes, bc.successes, formatDuration(maxHalfOpenHold))
 		if bc.mode == modeShadow {
 			line(2, "mode", "shadow: counts what it would reject, rejects nothing")
 		}

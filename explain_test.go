@@ -21,7 +21,7 @@ func TestSimulate(t *testing.T) {
 	}{
 		{"tolerate 10, 5 attempts", []bw.Option{bw.WithMaxAttempts(5), bw.WithPolicy(bw.Window(10, 0))}, bw.Scenario{}, 11, 11, 55},
 		{"tolerate 10, 2 attempts", []bw.Option{bw.WithMaxAttempts(2), bw.WithPolicy(bw.Window(10, 0))}, bw.Scenario{}, 11, 11, 22},
-		{"per attempt", []bw.Option{bw.WithMaxAttempts(5), bw.WithChargePerAttempt(true), bw.WithPolicy(bw.Window(10, 0))}, bw.Scenario{}, 3, 3, 11},
+		{"per attempt", []bw.Option{bw.WithMaxAttempts(5), bw.WithChargePerAttempt(true), bw.WithPolicy(bw.Window(10, 0)), bw.WithOpenTimeout(5*time.Second, time.Minute)}, bw.Scenario{}, 3, 3, 11},
 		{"tolerate 3, 5 attempts", []bw.Option{bw.WithMaxAttempts(5), bw.WithPolicy(bw.Window(3, 0))}, bw.Scenario{}, 4, 4, 20},
 		{"consecutive 5", []bw.Option{bw.WithPolicy(bw.Consecutive(5))}, bw.Scenario{}, 5, 5, 15},
 		{"recovers in time", nil, bw.Scenario{FailFor: 100 * time.Millisecond, MaxCalls: 50}, 0, 50, 51},
@@ -76,8 +76,8 @@ func ExampleTransport_Explain() {
 	//     opens after      11 failures within 10s (5 for a timeout), if at least 50% of the calls since the first of them failed
 	//     full outage      opens on call 11 of a single caller, 3.3s in (simulated)
 	//     charged          once per call that gives up, as its attempts showed
-	//     open for         5s, doubling on each reopen up to 60s, +10% jitter
-	//     half-open        1 probe(s) at a time, 2 success(es) to close
+	//     probes           every 100ms while the outage is young, then 1/32 of its age up to 60s (every 1.9s after a minute), up to 10% sooner at random
+	//     half-open        1 probe(s) at a time, doubling with each success, 2 success(es) to close; a call that finds them taken waits for an answer up to a quarter of its time left (at most 1s)
 	//   pause gate
 	//     429              pauses the host for its hint (at most 120s); the calls held leave one probe first, then spread out
 	//     503 + hint       delays that call's retry; holds the host only while such answers are the majority (at least 2 in 1s), with a probe every 150ms

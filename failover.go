@@ -224,9 +224,12 @@ func (t *Transport) held(key string) bool {
 // to admit the attempt. With failover, an endpoint whose breaker refuses is
 // passed over for the next best, so that the call fails only when every
 // endpoint's breaker refuses (with the last refusal).
-func (t *Transport) allow(c *call, r *attemptResult) (Permit, error) {
+func (t *Transport) allow(c *call, r *attemptResult, hedge bool) (Permit, error) {
 	if t.eps == nil {
-		return c.breaker.Allow()
+		if hedge {
+			return c.breaker.Allow()
+		}
+		return c.breaker.allowWait(c.ctx, c.deadline())
 	}
 	var (
 		refused uint64

@@ -30,26 +30,27 @@ func remaining(t *testing.T, bs *bw.Breakers, key string) time.Duration {
 	return s.Remaining
 }
 
-// Open durations are jittered upwards: never shorter than the open timeout,
-// never longer than the jitter allows, and not all alike, so that clients
-// that opened together do not probe together.
+// Open durations are jittered downwards: never longer than the cadence
+// promises, never shorter than the jitter allows, and not all alike, so
+// that clients that opened together do not probe together.
 func TestOpenDurationJitter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const base, jitter = 4 * time.Second, 0.5
 		bs := newBreakers(t, bw.WithPolicy(bw.Consecutive(1)), bw.WithOpenTimeout(base, time.Minute), bw.WithOpenJitter(jitter))
 		lo, hi := time.Duration(1<<62), time.Duration(0)
+		least := base - time.Duration(jitter*float64(base))
 		for i := range 40 {
 			k := fmt.Sprint("k", i)
 			failOnce(t, bs, k)
 			d := remaining(t, bs, k)
-			if d < base || d > base+time.Duration(jitter*float64(base)) {
-				t.Fatalf("%s opened for %s, want %s to %s", k, d, base, base+time.Duration(jitter*float64(base)))
+			if d > base || d < least {
+				t.Fatalf("%s opened for %s, want %s to %s", k, d, least, base)
 			}
 			lo, hi = min(lo, d), max(hi, d)
 		}
-		// 40 draws all in the lowest quarter of the jitter has a chance of
-		// 0.25^40.
-		if hi < base+time.Duration(jitter*float64(base)/4) || hi == lo {
+		// 40 draws all in the highest quarter of the jitter has a chance
+		// of 0.25^40.
+		if lo > base-time.Duration(jitter*float64(base)/4) || hi == lo {
 			t.Fatalf("40 openings lasted %s to %s: no jitter", lo, hi)
 		}
 	})

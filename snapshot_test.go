@@ -14,7 +14,8 @@ import (
 func TestSnapshotJSONShowsAnOpenBreaker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 500})
-		tr := newTransport(t, u.Transport(), bw.WithMaxAttempts(1), bw.WithPolicy(bw.Consecutive(1)), bw.WithOpenJitter(0))
+		tr := newTransport(t, u.Transport(), bw.WithMaxAttempts(1), bw.WithPolicy(bw.Consecutive(1)), bw.WithOpenJitter(0),
+			bw.WithOpenTimeout(5*time.Second, time.Minute))
 		get(tr)
 		time.Sleep(2 * time.Second)
 
