@@ -74,7 +74,7 @@ func ExampleTransport_Explain() {
 	//     attempt timeout  10s
 	//   circuit breaker
 	//     opens after      11 failures within 10s (5 for a timeout), if at least 50% of the calls since the first of them failed
-	//     full outage      opens on call 11 of a single caller, 3.3s in (simulated)
+	//     full outage      opens on call 11 of a single caller, 408ms in (simulated)
 	//     charged          once per call that gives up, as its attempts showed
 	//     probes           every 100ms while the outage is young, then 1/32 of its age up to 60s (every 1.9s after a minute), up to 10% sooner at random
 	//     half-open        1 probe(s) at a time, doubling with each success, 2 success(es) to close; a call that finds them taken waits for an answer up to a quarter of its time left (at most 1s)
@@ -97,7 +97,7 @@ func ExampleTransport_Simulate() {
 	tr, _ := bw.NewTransport(bw.WithMaxAttempts(4), bw.WithPolicy(bw.Window(5, 0)))
 	r := tr.Simulate(bw.Scenario{AttemptTime: 50 * time.Millisecond})
 	fmt.Printf("opens on call %d after %d attempts and %s; the slowest call took %s\n", r.OpensAfter, r.Attempts, r.Elapsed, r.WorstCall)
-	// Output: opens on call 6 after 24 attempts and 5.4s; the slowest call took 900ms
+	// Output: opens on call 6 after 9 attempts and 1.15s; the slowest call took 900ms
 }
 
 // Explain describes the rate and concurrency limits a transport has, and

@@ -138,7 +138,7 @@ func (t *Transport) hedge(c *call) (*attemptResult, bool) {
 		return nil, false
 	}
 	budget := c.budget
-	if budget != nil && !budget.withdraw(now) {
+	if budget != nil && !budget.withdraw(now, c.ep != nil) {
 		c.hedge.refund(now)
 		return nil, false
 	}

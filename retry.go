@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/breakwater-go/breakwater/internal/window"
@@ -36,8 +37,16 @@ func hasBody(req *http.Request) bool { return req.Body != nil && req.Body != htt
 type retryBudget struct {
 	w       window.Rate // calls and retries
 	ratio   float64
-	reserve float64 // floor × window seconds
+	reserve float64      // floor × window seconds
+	failing atomic.Int32 // attempts in a row that failed, up to failingStreak
 }
+
+// failingStreak is how many attempts in a row must fail before a key's
+// retries lose the budget's floor: a key that answers nothing but
+// failures (an outage) gets only the ratio of its calls as retries, since
+// another attempt at it helps no one; the first blip of a quiet key still
+// has its floor.
+const failingStreak = 5
 
 func newRetryBudget(ratio, floor float64, within time.Duration) *retryBudget {
 	return &retryBudget{w: window.NewRate(within), ratio: ratio, reserve: floor * within.Seconds()}
@@ -45,10 +54,28 @@ func newRetryBudget(ratio, floor float64, within time.Duration) *retryBudget {
 
 func (b *retryBudget) deposit(now int64) { b.w.Add(now, 1, 0) }
 
-// withdraw takes one retry from the budget, or reports false.
-func (b *retryBudget) withdraw(now int64) bool {
+// answered records the category of an attempt at the budget's key.
+func (b *retryBudget) answered(c Category) {
+	switch n := b.failing.Load(); {
+	case helped(c):
+		if n != 0 {
+			b.failing.Store(0)
+		}
+	case c.Failure() && n < failingStreak:
+		b.failing.Add(1)
+	}
+}
+
+// withdraw takes one retry from the budget, or reports false; elsewhere
+// says the retry goes to another key than the one that failed (failover),
+// which keeps the floor whatever that key's streak.
+func (b *retryBudget) withdraw(now int64, elsewhere bool) bool {
+	reserve := b.reserve
+	if !elsewhere && b.failing.Load() >= failingStreak {
+		reserve = 0
+	}
 	calls, retries := b.w.Sum(now)
-	if float64(retries+1) > b.ratio*float64(calls)+b.reserve {
+	if float64(retries+1) > b.ratio*float64(calls)+reserve {
 		return false
 	}
 	b.w.Add(now, 0, 1)
@@ -167,6 +194,9 @@ func (t *Transport) run(c *call) (*http.Response, error) {
 			now = t.now() // a race may go on after its winner ended
 		}
 		t.limits.observe(c, &a)
+		if c.budget != nil {
+			c.budget.answered(a.o.Category)
+		}
 		c.throttled = a.o.Category == Throttled
 		wait, retry, budgetSpent, stopErr := t.decide(c, &a, now)
 		if stopErr != nil {
@@ -344,7 +374,7 @@ func (t *Transport) decide(c *call, a *attemptResult, now int64) (wait time.Dura
 		return 0, false, false, nil // the wait, and draining the response, must fit
 	}
 	if c.budget != nil {
-		if !c.budget.withdraw(now) {
+		if !c.budget.withdraw(now, c.ep != nil) {
 			return 0, false, true, nil
 		}
 		c.retried = now

@@ -427,6 +427,9 @@ func (sim *simulation) answered(c *simCaller) {
 	if sim.gates != nil {
 		sim.gates.Observe(simKey, o, nil)
 	}
+	if sim.budget != nil {
+		sim.budget.answered(o.Category)
+	}
 	wait, retry, budget := sim.decide(call, o)
 	sim.emit(Event{Kind: EventAttempt, Attempt: call.c.attempts, Category: o.Category, Status: o.Status, Duration: time.Duration(sim.now - call.attemptAt), Err: call.err})
 	switch {
@@ -500,7 +503,7 @@ func (sim *simulation) decide(call *simCall, o Outcome) (wait time.Duration, ret
 		return 0, false, false
 	}
 	if sim.budget != nil {
-		if !sim.budget.withdraw(sim.now) {
+		if !sim.budget.withdraw(sim.now, false) {
 			return 0, false, true
 		}
 		call.c.retried = sim.now
