@@ -86,22 +86,39 @@ func WithPolicy(p Policy) Option {
 	return breakerOption("WithPolicy", func(c *breakerConfig) { c.policy = p })
 }
 
-// WithOpenTimeout sets the first open duration and the cap that
-// consecutive reopens double it up to. It configures the breakers of
-// [NewTransport] and [NewBreakers]. Defaults: 5 s and 60 s.
+// WithOpenTimeout sets how long an opening lasts while the outage is
+// young (base) and the longest it may last (max). Between the two, each
+// opening after a failed probe lasts a 32nd of the outage's age, the time
+// since its first opening: probes come every base at first and ever more
+// rarely as the outage goes on, so that a recovery is noticed within about
+// 3 % of the outage's age (never more than a tenth of it once that is 10
+// base or longer), while a dead key costs about 22 probes per doubling of
+// its age, one every 1.9 s after a minute with the defaults. A closed
+// breaker forgets the outage. A 429's hint sets the opening instead. It
+// configures the breakers of [NewTransport] and [NewBreakers]. Defaults:
+// 100 ms and 60 s.
 func WithOpenTimeout(base, max time.Duration) Option {
 	return breakerOption("WithOpenTimeout", func(c *breakerConfig) { c.openTimeout, c.maxOpenTimeout = base, max })
 }
 
-// WithOpenJitter sets the positive jitter added to each open duration as a
-// fraction of it: 0.1 adds up to 10 %, 0 switches jitter off. It configures
+// WithOpenJitter sets the jitter of each open duration as a fraction of
+// it: 0.1 shortens it by up to 10 % (so that a probe never comes later
+// than the cadence of [WithOpenTimeout] promises), or lengthens an opening
+// set by a server's hint by up to 10 % (never before the hint ends); 0
+// switches jitter off. It configures
 // the breakers of [NewTransport] and [NewBreakers]. Default: 0.1.
 func WithOpenJitter(fraction float64) Option {
 	return breakerOption("WithOpenJitter", func(c *breakerConfig) { c.jitter = fraction })
 }
 
-// WithHalfOpen sets how many probes may be in flight while half-open (at
-// most 1024) and how many successful probes close the breaker. It
+// WithHalfOpen sets how many probes may be in flight when a breaker turns
+// half-open (at most 1024) and how many successful probes close it. Each
+// successful probe doubles the probes let through at once (a ramp, as
+// TCP's slow start: one probe, then two, four, …, up to 1024). A call
+// that finds every probe slot taken waits for a probe's answer, up to a
+// quarter of the time its deadline leaves and at most 1 s, and is then let
+// through or refused as the answer says; a breaker open again refuses it
+// at once. It
 // configures the breakers of [NewTransport] and [NewBreakers]. Defaults: 1
 // and 2.
 func WithHalfOpen(maxProbes, successes int) Option {

@@ -53,7 +53,7 @@
 //	  WithRetryIf(fn)                  T R             retry what Category.Retryable says
 //	  WithRetryNonIdempotent(on)       T R             off: POST and PATCH only when provably not sent
 //	  WithBodyBuffering(max)           T R             0: a body without GetBody is sent once
-//	  WithRetryBudget(r, f, w)         T R             0.2 of calls + 3/s per key, over 10s
+//	  WithRetryBudget(r, f, w)         T R             0.2 of calls + 3/s per key, over 10s; the floor lost after 5 failures in a row
 //	  WithoutRetryBudget()             T R
 //	  WithMaxRetryAfter(d)             T R P           2m: the longest hint honoured, and pause
 //	classification
@@ -61,9 +61,9 @@
 //	  WithSlowCallThreshold(d)         T R             off
 //	circuit breaker
 //	  WithPolicy(p)                    T B             Window(10, auto).WithRatio(0.5), 5 for a timeout
-//	  WithOpenTimeout(base, max)       T B             5s doubling to 60s
+//	  WithOpenTimeout(base, max)       T B             100ms, then 1/32 of the outage's age, up to 60s
 //	  WithOpenJitter(f)                T B             0.1
-//	  WithHalfOpen(probes, successes)  T B             1 and 2
+//	  WithHalfOpen(probes, successes)  T B             1 (doubling per success) and 2
 //	  WithProbeTimeout(d)              T B             the attempt timeout; 10s for NewBreakers
 //	  WithCountAsFailure(cats...)      T B             none: 401/403/407 succeed, 429 is neutral
 //	  WithChargePerAttempt(on)         T R             off: charged once per call that gives up

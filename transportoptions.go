@@ -205,7 +205,10 @@ func WithBodyBuffering(max int64) Option {
 // retries per second, over a sliding window, so that an outage cannot
 // multiply the load on an upstream; a retry that succeeds is given back.
 // Only calls that may retry count: one whose [RequestPolicy] allows a
-// single attempt adds nothing to the budget.
+// single attempt adds nothing to the budget. A key whose last five
+// attempts all failed (an outage) loses the floor until one succeeds: its
+// retries are the ratio of its calls alone, since another attempt at it
+// helps no one; a retry that failover sends to another endpoint keeps it.
 // It configures [NewTransport] and [RetryStage]. Defaults: 0.2, 3 per
 // second, 10 s.
 func WithRetryBudget(ratio, floor float64, window time.Duration) Option {
