@@ -154,7 +154,8 @@ func TestMetricsAfterOutage(t *testing.T) {
 		s := newSDK(t)
 		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 503})
 		tr := newTransport(t, u.Transport(), bw.WithObserver(s.obs), bw.WithoutRetryBudget(),
-			bw.WithPolicy(bw.Consecutive(2)), bw.WithHalfOpen(1, 1), bw.WithOpenJitter(0))
+			bw.WithPolicy(bw.Consecutive(2)), bw.WithHalfOpen(1, 1), bw.WithOpenJitter(0),
+			bw.WithOpenTimeout(5*time.Second, time.Minute))
 		ctx := context.Background()
 		const key = `breakwater.key="http://upstream.test"`
 		gauges := func(step string, state string, open float64) {

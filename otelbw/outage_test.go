@@ -34,7 +34,7 @@ func TestOutageMatchesPrometheus(t *testing.T) {
 			switch at := time.Since(start); {
 			case at < 3*time.Second:
 				return breakwatertest.Step{Delay: 10 * time.Millisecond}
-			case at < 3500*time.Millisecond:
+			case at < 4500*time.Millisecond: // 429s past the first pause, so that a caller that can wait gets one
 				return breakwatertest.Step{Status: 429, Header: http.Header{"Retry-After": {"1"}}}
 			case at < 10*time.Second:
 				return breakwatertest.Step{Status: 503, Delay: 5 * time.Millisecond}

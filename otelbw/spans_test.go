@@ -148,7 +148,7 @@ func TestBreakerAndPauseEvents(t *testing.T) {
 		s := newSDK(t)
 		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 429, Header: http.Header{"Retry-After": {"2"}}})
 		tr := newTransport(t, u.Transport(), bw.WithObserver(s.obs), bw.WithMaxAttempts(1),
-			bw.WithPolicy(bw.Consecutive(1)), bw.WithOpenJitter(0))
+			bw.WithPolicy(bw.Consecutive(1)), bw.WithOpenJitter(0), bw.WithOpenTimeout(5*time.Second, time.Minute))
 		run := func(name string, timeout time.Duration) (int, error) {
 			ctx, span := s.tracer.Start(context.Background(), name)
 			defer span.End()

@@ -90,7 +90,8 @@ func TestScrapeAfterOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 503})
 		tr := newTransport(t, u.Transport(), bw.WithObserver(c), bw.WithoutRetryBudget(),
-			bw.WithPolicy(bw.Consecutive(2)), bw.WithHalfOpen(1, 1), bw.WithOpenJitter(0))
+			bw.WithPolicy(bw.Consecutive(2)), bw.WithHalfOpen(1, 1), bw.WithOpenJitter(0),
+			bw.WithOpenTimeout(5*time.Second, time.Minute))
 		h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
 		ctx := context.Background()
 

@@ -333,7 +333,8 @@ func TestClaimQuorum(t *testing.T) {
 	for range 3 {
 		store := newStore(t, newRedisClient(t, srv.Addr), redisstore.WithBudget(claimBudget))
 		bus, _ := store.Bus("trips", redisstore.WithQuorum(2), redisstore.WithReconcile(100*time.Millisecond))
-		bs, _ := bw.NewBreakers(bw.WithPolicy(bw.Consecutive(1)), bw.WithClusterBus(bus))
+		bs, _ := bw.NewBreakers(bw.WithPolicy(bw.Consecutive(1)), bw.WithClusterBus(bus),
+			bw.WithOpenTimeout(5*time.Second, time.Minute)) // open through the reconcile rounds
 		regs = append(regs, bs)
 	}
 	waitSubscribers(t, srv.Addr, "breakwater:bus:trips", 3)
