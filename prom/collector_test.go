@@ -16,12 +16,23 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// exercise feeds c one event of every kind, so that every metric family
-// has at least one series.
+// exercise feeds c the events of exerciseEvents.
 func exercise(c *prom.Collector) {
 	ctx := context.Background()
+	for _, e := range exerciseEvents() {
+		c.Observe(ctx, e)
+	}
+}
+
+// exerciseEvents returns events of every kind, so that every metric family
+// has at least one series: a call to api.test that fails, retries, waits,
+// is refused a retry and opens the breaker; a call to pool.test over
+// failover endpoints that a hedge answers while an endpoint is ejected; an
+// inbound request, a shed and a deployment warning. Each transport key makes
+// one call.
+func exerciseEvents() []bw.Event {
 	now := time.Now()
-	for _, e := range []bw.Event{
+	return []bw.Event{
 		{Kind: bw.EventCallStart, Key: "api.test", Method: "GET"},
 		{Kind: bw.EventAttempt, Key: "api.test", Attempt: 1, Category: bw.ServerError, Status: 503, Duration: 20 * time.Millisecond},
 		{Kind: bw.EventRetry, Key: "api.test", Attempt: 1, Category: bw.ServerError, Status: 503, Delay: 50 * time.Millisecond},
@@ -31,10 +42,17 @@ func exercise(c *prom.Collector) {
 		{Kind: bw.EventTransition, Key: "api.test", Transition: &bw.Transition{Key: "api.test", From: bw.StateClosed, To: bw.StateOpen, Reason: bw.ReasonFailures, OpenFor: 5 * time.Second, At: now}},
 		{Kind: bw.EventCallEnd, Key: "api.test", Attempts: 2, Category: bw.ServerError, Status: 503, Duration: 120 * time.Millisecond},
 		{Kind: bw.EventReject, Key: "api.test", Mechanism: bw.MechBreaker, Err: bw.ErrCircuitOpen},
+		{Kind: bw.EventCallStart, Key: "pool.test", Method: "GET"},
+		{Kind: bw.EventAttempt, Key: "pool.test", Attempt: 1, Category: bw.NetworkError, Duration: 2 * time.Millisecond, Endpoint: "http://a.pool.test"},
+		{Kind: bw.EventHealth, Key: "pool.test", Endpoint: "http://a.pool.test", Health: bw.HealthEjected, Reason: bw.ReasonFailures},
+		{Kind: bw.EventRetry, Key: "pool.test", Attempt: 1, Category: bw.NetworkError, Endpoint: "http://a.pool.test"},
+		{Kind: bw.EventHedge, Key: "pool.test", Attempt: 3, Delay: 20 * time.Millisecond, Hedge: true, Endpoint: "http://c.pool.test"},
+		{Kind: bw.EventAttempt, Key: "pool.test", Attempt: 2, Category: bw.Timeout, Duration: 40 * time.Millisecond, Endpoint: "http://b.pool.test"},
+		{Kind: bw.EventAttempt, Key: "pool.test", Attempt: 3, Category: bw.Success, Status: 200, Duration: 15 * time.Millisecond, Hedge: true, Endpoint: "http://c.pool.test"},
+		{Kind: bw.EventCallEnd, Key: "pool.test", Attempt: 3, Attempts: 3, Retries: 1, Category: bw.Success, Status: 200, Duration: 60 * time.Millisecond, Hedge: true, Endpoint: "http://c.pool.test"},
 		{Kind: bw.EventRequest, Route: "/items/{id}", Method: "GET", Status: 200, Category: bw.Success, Duration: 3 * time.Millisecond},
-		{Kind: bw.EventReject, Key: "/items/{id}", Mechanism: bw.MechShed},
-	} {
-		c.Observe(ctx, e)
+		{Kind: bw.EventReject, Key: "/items/{id}", Route: "/items/{id}", Method: "GET", Status: 503, Mechanism: bw.MechShed, Err: bw.ErrConcurrencyLimit},
+		{Kind: bw.EventWarning, Mechanism: bw.MechShed, Err: errors.New("shedder behind a server without ReadTimeout")},
 	}
 }
 
@@ -86,7 +104,7 @@ func TestNilRegistererRegistersNothing(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
 	exercise(c)
-	if n, err := testutil.GatherAndCount(reg, prom.MetricCalls); err != nil || n != 1 {
+	if n, err := testutil.GatherAndCount(reg, prom.MetricCalls); err != nil || n != 2 { // one per key
 		t.Fatalf("calls series: %d, %v", n, err)
 	}
 }
@@ -115,8 +133,8 @@ func TestSecondCollectorNeedsDistinctLabels(t *testing.T) {
 	exercise(cs[0])
 	exercise(cs[1])
 	got := gather(t, reg)
-	if b, s := got.sum(prom.MetricCalls, "client", "billing"), got.sum(prom.MetricCalls, "client", "search"); b != 2 || s != 1 {
-		t.Fatalf("calls: billing %v, search %v; want 2, 1", b, s)
+	if b, s := got.sum(prom.MetricCalls, "client", "billing", "key", "api.test"), got.sum(prom.MetricCalls, "client", "search", "key", "api.test"); b != 2 || s != 1 {
+		t.Fatalf("api.test calls: billing %v, search %v; want 2, 1", b, s)
 	}
 }
 

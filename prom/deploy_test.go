@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	bw "github.com/breakwater-go/breakwater"
 	"github.com/breakwater-go/breakwater/prom"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -44,16 +45,53 @@ func exportedNames(t *testing.T) map[string]bool {
 			}
 		}
 	}
-	// Every name the package documents is exported after exercise.
-	for _, n := range []string{prom.MetricCalls, prom.MetricAttempts, prom.MetricRetries, prom.MetricRetryBudgetExhausted,
-		prom.MetricRejections, prom.MetricWait, prom.MetricAttemptDuration, prom.MetricCallDuration, prom.MetricInFlight,
-		prom.MetricBreakerState, prom.MetricBreakerOpenSeconds, prom.MetricBreakerTransitions,
-		prom.MetricInboundRequests, prom.MetricInboundRequestDuration} {
+	// Every family the collector describes is exported after exercise.
+	for _, n := range describedFamilies(c) {
 		if !names[n] {
 			t.Fatalf("%s is not exported after every kind of event", n)
 		}
 	}
 	return names
+}
+
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+// describedFamilies returns the name of every metric family c describes.
+func describedFamilies(c prometheus.Collector) []string {
+	ch := make(chan *prometheus.Desc)
+	go func() {
+		c.Describe(ch)
+		close(ch)
+	}()
+	var out []string
+	for d := range ch {
+		if m := fqName.FindStringSubmatch(d.String()); m != nil {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+// TestExerciseCoversEveryEventKind: the events that exportedNames feeds
+// the collector include one of every kind, so that a metric family fed by
+// any kind of event is exported and checked against the kit.
+func TestExerciseCoversEveryEventKind(t *testing.T) {
+	seen := map[bw.EventKind]bool{}
+	for _, e := range exerciseEvents() {
+		seen[e.Kind] = true
+	}
+	for k := bw.EventKind(1); k.String() != "unknown"; k++ {
+		if !seen[k] {
+			t.Errorf("exerciseEvents has no %s event", k)
+		}
+	}
+	c, err := prom.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fams := describedFamilies(c); !slices.Contains(fams, prom.MetricCalls) || !slices.Contains(fams, prom.MetricEndpointEjections) {
+		t.Fatalf("described families %v lack %s or %s", fams, prom.MetricCalls, prom.MetricEndpointEjections)
+	}
 }
 
 // family strips a histogram sample suffix.
@@ -266,7 +304,7 @@ func TestAlertsQueryExportedMetrics(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	want := []string{"BreakwaterBreakerOpen", "BreakwaterRetryBudgetExhausted", "BreakwaterShedding"}
+	want := []string{"BreakwaterBreakerOpen", "BreakwaterEndpointEjected", "BreakwaterRetryBudgetExhausted", "BreakwaterShedding"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("alerts %v, want %v", names, want)
 	}
@@ -276,6 +314,7 @@ func TestAlertsQueryExportedMetrics(t *testing.T) {
 	}
 	for alert, fragment := range map[string]string{
 		"BreakwaterBreakerOpen":          prom.MetricBreakerOpenSeconds,
+		"BreakwaterEndpointEjected":      prom.MetricEndpointEjected,
 		"BreakwaterRetryBudgetExhausted": prom.MetricRetryBudgetExhausted,
 		"BreakwaterShedding":             `breakwater_rejections_total{mechanism="shed"}`,
 	} {
