@@ -275,6 +275,7 @@ func (h *histogram) snapshot(counts []uint64) (total uint64, sum float64) {
 // keySeries holds the state of one key label.
 type keySeries struct {
 	label    string
+	has      atomic.Uint32                     // the sources seen: hasCalls, hasBreaker
 	starts   atomic.Uint64                     // call starts; in flight = starts - calls
 	calls    []histogram                       // by category; their counts are calls_total
 	attempts []histogram                       // by category; their counts are attempts_total
@@ -285,6 +286,26 @@ type keySeries struct {
 	hedges   atomic.Uint64                     // hedges sent
 	wins     atomic.Uint64                     // calls a hedge answered
 	eps      labels.Endpoints[*endpointSeries] // failover endpoints
+}
+
+// What a key label's events showed it has, so that it exports series only
+// for the mechanisms of its sources: a key whose only events are an inbound
+// middleware's rejections has neither a breaker nor a retry budget.
+const (
+	// hasCalls: a Transport's calls (any event of a call), so in-flight
+	// calls, a retry budget and a breaker.
+	hasCalls uint32 = 1 << iota
+	// hasBreaker: a breaker's transitions (a Transport's, a Breakers
+	// registry's, a route breaker's).
+	hasBreaker
+)
+
+// mark records that ks has what bit says; one atomic load once it is known.
+func (ks *keySeries) mark(bit uint32) *keySeries {
+	if ks.has.Load()&bit == 0 {
+		ks.has.Or(bit)
+	}
+	return ks
 }
 
 func (c *Collector) newKeySeries(label string) *keySeries {
@@ -327,29 +348,29 @@ func (c *Collector) Observe(_ context.Context, e breakwater.Event) {
 	}
 	switch e.Kind {
 	case breakwater.EventCallStart:
-		c.keys.Get(e.Key).starts.Add(1)
+		c.keys.Get(e.Key).mark(hasCalls).starts.Add(1)
 	case breakwater.EventAttempt:
-		ks := c.keys.Get(e.Key)
+		ks := c.keys.Get(e.Key).mark(hasCalls)
 		ks.attempts[labels.CategoryIndex(e.Category)].observe(c.boundsNs, e.Duration)
 		if e.Endpoint != "" {
 			ks.eps.Get(e.Endpoint, newEndpointSeries).attempts[labels.CategoryIndex(e.Category)].Add(1)
 		}
 	case breakwater.EventRetry:
-		c.keys.Get(e.Key).retries[labels.CategoryIndex(e.Category)].Add(1)
+		c.keys.Get(e.Key).mark(hasCalls).retries[labels.CategoryIndex(e.Category)].Add(1)
 	case breakwater.EventCallEnd:
-		ks := c.keys.Get(e.Key)
+		ks := c.keys.Get(e.Key).mark(hasCalls)
 		ks.calls[labels.CategoryIndex(e.Category)].observe(c.boundsNs, e.Duration)
 		if e.Hedge {
 			ks.wins.Add(1)
 		}
 	case breakwater.EventHedge:
-		c.keys.Get(e.Key).hedges.Add(1)
+		c.keys.Get(e.Key).mark(hasCalls).hedges.Add(1)
 	case breakwater.EventHealth:
 		c.keys.Get(e.Key).eps.Get(e.Endpoint, newEndpointSeries).health(e)
 	case breakwater.EventReject:
 		c.keys.Get(e.Key).rejects[labels.MechanismIndex(e.Mechanism)].Add(1)
 	case breakwater.EventWait:
-		c.keys.Get(e.Key).waits[labels.MechanismIndex(e.Mechanism)].observe(c.boundsNs, e.Duration)
+		c.keys.Get(e.Key).mark(hasCalls).waits[labels.MechanismIndex(e.Mechanism)].observe(c.boundsNs, e.Duration)
 	case breakwater.EventTransition:
 		if e.Transition == nil {
 			return
@@ -358,7 +379,7 @@ func (c *Collector) Observe(_ context.Context, e breakwater.Event) {
 		if key == "" {
 			key = e.Key
 		}
-		c.keys.Get(key).breaker.record(*e.Transition)
+		c.keys.Get(key).mark(hasBreaker).breaker.record(*e.Transition)
 	case breakwater.EventRequest:
 		rs := c.routes.Get(e.Route)
 		i := (methodIndex(e.Method)*len(statusClassNames)+statusClassIndex(e.Status))*len(labels.Categories) + labels.CategoryIndex(e.Category)
@@ -380,9 +401,11 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements [prometheus.Collector]. A series appears with its first
-// observation; the retry budget, in-flight, state and open-seconds series
-// exist for every key seen. The breaker state and open seconds are computed
-// at collection time (see the package documentation).
+// observation; the retry budget and in-flight series exist for every key a
+// Transport's call was seen for, and the state and open-seconds series for
+// those and every key a breaker transition was seen for. The breaker state
+// and open seconds are computed at collection time (see the package
+// documentation).
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
 	counts := make([]uint64, len(c.bounds)+1)
@@ -417,21 +440,28 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				ch <- c.constMetric(d.rejections, prometheus.CounterValue, float64(n), ks.label, labels.Mechanisms[i])
 			}
 		}
-		budget := ks.rejects[labels.MechanismIndex(breakwater.MechRetryBudget)].Load()
-		ch <- c.constMetric(d.budget, prometheus.CounterValue, float64(budget), ks.label)
+		has := ks.has.Load()
+		if has&hasCalls != 0 {
+			budget := ks.rejects[labels.MechanismIndex(breakwater.MechRetryBudget)].Load()
+			ch <- c.constMetric(d.budget, prometheus.CounterValue, float64(budget), ks.label)
+		}
 		for i := range ks.waits {
 			if n, sum := ks.waits[i].snapshot(counts); n > 0 {
 				ch <- c.constHistogram(d.wait, counts, n, sum, ks.label, labels.Mechanisms[i])
 			}
 		}
-		inFlight := 0.0
-		if starts > ends {
-			inFlight = float64(starts - ends)
+		if has&hasCalls != 0 {
+			inFlight := 0.0
+			if starts > ends {
+				inFlight = float64(starts - ends)
+			}
+			ch <- c.constMetric(d.inFlight, prometheus.GaugeValue, inFlight, ks.label)
 		}
-		ch <- c.constMetric(d.inFlight, prometheus.GaugeValue, inFlight, ks.label)
 		state, open, transitions := ks.breaker.read(now)
-		ch <- c.constMetric(d.state, prometheus.GaugeValue, state, ks.label)
-		ch <- c.constMetric(d.openSeconds, prometheus.GaugeValue, open, ks.label)
+		if has != 0 {
+			ch <- c.constMetric(d.state, prometheus.GaugeValue, state, ks.label)
+			ch <- c.constMetric(d.openSeconds, prometheus.GaugeValue, open, ks.label)
+		}
 		for t, n := range transitions {
 			ch <- c.constMetric(d.transitions, prometheus.CounterValue, float64(n), ks.label, t.from, t.to, t.reason)
 		}

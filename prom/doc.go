@@ -44,8 +44,13 @@
 //
 // The series of a key appear with its first event; a (key, category) or
 // (key, mechanism) series appears with its first observation. The retry
-// budget, in-flight, state and open-seconds series exist for every key
-// seen, so that they read 0 rather than nothing.
+// budget, in-flight, state and open-seconds series of a key a Transport
+// called exist from its first call, so that they read 0 rather than
+// nothing; a key seen only through a breaker's transitions (a route
+// breaker's, or a [breakwater.Breakers] registry's) has state and open
+// seconds and no retry budget or in-flight series, and a key seen only
+// through inbound middleware's rejections (a client rate limit's, a
+// shedder's) has none of the four: it has no such mechanism.
 //
 // # Labels and their bounds
 //

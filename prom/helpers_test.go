@@ -1,6 +1,7 @@
 package prom_test
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -75,6 +76,18 @@ func (s series) sum(name string, match ...string) float64 {
 		}
 	}
 	return total
+}
+
+// of returns the samples of the metrics named, sorted.
+func (s series) of(names ...string) []string {
+	var out []string
+	for id := range s {
+		if n, _, _ := strings.Cut(id, "{"); slices.Contains(names, n) {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // values returns the distinct values of label across every sample.
