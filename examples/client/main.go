@@ -5,13 +5,15 @@
 // first, then a line per interval whose counts add up, a line for every
 // breaker transition with its reason, a summary, the insights, and an SVG
 // timeline of the whole run. While it runs, a status page and Prometheus
-// metrics are served on a loopback admin port.
+// metrics are served on a loopback admin port; -keep keeps serving them
+// after the run until Ctrl-C.
 //
-//	go run ./examples/client [-phase 3s] [-workers 8] [-svg timeline.svg]
+//	go run ./examples/client [-phase 3s] [-workers 8] [-svg timeline.svg] [-keep]
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,6 +22,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -70,14 +74,34 @@ and again when it ends, in the interval where that happens):
   retries   attempts repeated after a failure or a 429
   budget    retries the retry budget refused (that call returned its failure)
   upstream  requests the upstream saw: first attempts and retries
-  breaker   its state when the interval ended; a line marks every change`
+  breaker   its state when the interval ended; a line marks every change
+  note      what the row shows, in words (a row of zeros says why nothing moved)`
+
+// The library's defaults that the demo scales to its phases; TestDefaults
+// checks them against what a default Transport's Explain says.
+const (
+	defaultCallTimeout    = 30 * time.Second
+	defaultAttemptTimeout = 10 * time.Second
+	defaultOpenTimeout    = 100 * time.Millisecond
+	defaultMaxOpenTimeout = time.Minute
+)
+
+// scaled returns the demo's timeouts for phases of phaseLen: the
+// defaults suit outages of minutes, the demo's phases last seconds.
+func scaled(phaseLen time.Duration) (call, attempt, open, maxOpen time.Duration) {
+	return phaseLen, phaseLen / 4, phaseLen / 3, phaseLen
+}
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("client", flag.ContinueOnError)
 	phaseLen := fs.Duration("phase", 3*time.Second, "how long each upstream phase lasts")
 	workers := fs.Int("workers", 8, "concurrent callers")
 	svgPath := fs.String("svg", filepath.Join(os.TempDir(), "breakwater-client-timeline.svg"), "where to write the timeline")
+	keep := fs.Bool("keep", false, "keep serving the status page and metrics after the run, until Ctrl-C")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
 		return err
 	}
 	if *phaseLen <= 0 || *workers <= 0 {
@@ -109,10 +133,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	// The defaults, with timeouts and open durations scaled to a demo whose
 	// phases last seconds rather than minutes.
+	callTimeout, attemptTimeout, openTimeout, maxOpenTimeout := scaled(*phaseLen)
 	tr, err := breakwater.NewTransport(
-		breakwater.WithCallTimeout(*phaseLen),
-		breakwater.WithAttemptTimeout(*phaseLen/4),
-		breakwater.WithOpenTimeout(*phaseLen/3, *phaseLen),
+		breakwater.WithCallTimeout(callTimeout),
+		breakwater.WithAttemptTimeout(attemptTimeout),
+		breakwater.WithOpenTimeout(openTimeout, maxOpenTimeout),
 		breakwater.WithObserver(breakwater.ObserverFunc(func(_ context.Context, e breakwater.Event) {
 			if e.Kind == breakwater.EventTransition {
 				printf("      ▸ %5s  %s\n", fmtSeconds(rec.Elapsed()), timeline.Describe(*e.Transition))
@@ -133,13 +158,23 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer stopAdmin()
 
-	fmt.Fprintf(out, "upstream %s, %d workers, %d phases of %s\n", upstream.URL, *workers, len(phases), *phaseLen)
-	fmt.Fprintf(out, "status page %s/debug/breakwater/, metrics %s/metrics\n\n", adminURL, adminURL)
+	runFor := time.Duration(len(phases)) * *phaseLen
+	fmt.Fprintf(out, "upstream %s, %d workers, %d phases of %s\n", upstream.URL, *workers, len(phases), fmtDuration(*phaseLen))
+	fmt.Fprintf(out, "scaled to phases of %s (the defaults suit outages of minutes): call timeout %s (default %s), attempt timeout %s (default %s),\n",
+		fmtDuration(*phaseLen), fmtDuration(callTimeout), fmtDuration(defaultCallTimeout), fmtDuration(attemptTimeout), fmtDuration(defaultAttemptTimeout))
+	fmt.Fprintf(out, "breaker open %s at first, up to %s (default %s, then 1/32 of the outage's age, up to %s), so that one phase shows hangs timing out and the breaker probing\n",
+		fmtDuration(openTimeout), fmtDuration(maxOpenTimeout), fmtDuration(defaultOpenTimeout), fmtDuration(defaultMaxOpenTimeout))
+	until := "until the run ends, in about " + fmtDuration(runFor) + " (-keep: until Ctrl-C after it)"
+	if *keep {
+		until = "until Ctrl-C after the run"
+	}
+	fmt.Fprintf(out, "status page %s/debug/breakwater/, metrics %s/metrics, served %s\n\n", adminURL, adminURL, until)
 	fmt.Fprintf(out, "The transport, as Explain describes it:\n\n%s\n%s\n\n", tr.Explain(), legend)
-	const row = "%6s  %-21s %7v %6v │ %5v %6v %5v %5v %6v %5v │ %7v %6v %8v  %s\n"
-	fmt.Fprintf(out, row, "t", "phase", "started", "ended", "ok", "failed", "open", "busy", "paused", "other", "retries", "budget", "upstream", "breaker")
+	const row = "%6s  %-21s %7v %6v │ %5v %6v %5v %5v %6v %5v │ %7v %6v %8v  %-9s  %s\n"
+	fmt.Fprintf(out, row, "t", "phase", "started", "ended", "ok", "failed", "open", "busy", "paused", "other", "retries", "budget", "upstream", "breaker", "note")
 
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(len(phases))**phaseLen)
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, runFor)
 	defer cancel()
 	client := &http.Client{Transport: tr}
 	var wg sync.WaitGroup
@@ -148,13 +183,20 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 
 	rec.Phase(0, phases[0].name, phases[0].healthy)
-	printRow := func(tl timeline.Timeline, i int) {
+	printRow := func(tl timeline.Timeline, i int, live bool) {
 		iv := tl.Intervals[i]
 		name := phaseAt(tl, iv.Start+interval/2)
+		if iv.Start >= runFor {
+			name = "(run over)"
+		}
+		st := rowState{inFlight: inFlight(tl, i), pausedUntil: pausedUntil(tl, i), over: iv.Start+interval > runFor}
+		if live {
+			st.pausedUntil = max(st.pausedUntil, livePause(tr, rec.Elapsed()))
+		}
 		printf(row, fmtSeconds(iv.Start+interval), name, iv.Started, iv.Ended,
 			iv.Succeeded, iv.Failed, iv.Rejected[timeline.BreakerOpen], iv.Rejected[timeline.HalfOpenBusy], iv.Rejected[timeline.Paused],
 			iv.Rejected[timeline.RateLimited]+iv.Rejected[timeline.Concurrency]+iv.Rejected[timeline.Other]+iv.Canceled,
-			iv.Retries, iv.BudgetRefused, iv.Attempts, stateAt(tl, iv.Start+interval))
+			iv.Retries, iv.BudgetRefused, iv.Attempts, stateAt(tl, iv.Start+interval), note(iv, st))
 	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -174,13 +216,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		tl := rec.Timeline()
 		for ; printed < len(tl.Intervals) && tl.Intervals[printed].Start+interval <= elapsed; printed++ {
-			printRow(tl, printed)
+			printRow(tl, printed, true)
 		}
 	}
 	wg.Wait()
 	tl := rec.Timeline()
 	for ; printed < len(tl.Intervals); printed++ {
-		printRow(tl, printed)
+		printRow(tl, printed, false)
 	}
 	if err := summary(out, tl, tr.Snapshot().Insights); err != nil {
 		return err
@@ -188,7 +230,109 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := printTransitions(out, reg); err != nil {
 		return err
 	}
-	return writeSVG(out, *svgPath, tl)
+	if err := writeSVG(out, *svgPath, tl); err != nil {
+		return err
+	}
+	if *keep && parent.Err() == nil {
+		fmt.Fprintf(out, "\nstill serving the status page %s/debug/breakwater/ and metrics %s/metrics: press Ctrl-C to stop\n", adminURL, adminURL)
+		<-parent.Done()
+	}
+	return nil
+}
+
+// rowState is what a row's note needs beyond the interval's counts.
+type rowState struct {
+	inFlight    int           // calls started and not ended when the interval ended
+	pausedUntil time.Duration // the end of the latest pause that overlaps the interval; 0: none
+	over        bool          // the run ends before the interval does: no new calls after that
+}
+
+// note says what a row shows, so that no row of counts goes unexplained.
+func note(iv timeline.Interval, st rowState) string {
+	paused := st.pausedUntil > iv.Start
+	if iv.Started == 0 && iv.Ended == 0 {
+		switch {
+		case st.over && st.inFlight == 0:
+			return "run over: nothing left in flight"
+		case st.over:
+			return fmt.Sprintf("run over: %d calls still in flight", st.inFlight)
+		case paused && st.inFlight > 0:
+			sent := "0 sent"
+			if iv.Attempts > 0 {
+				sent = fmt.Sprintf("only %d sent, to probe", iv.Attempts)
+			}
+			return fmt.Sprintf("%s: the host is paused until %s (the upstream's Retry-After); %d calls wait at the pause gate", sent, fmtSeconds(st.pausedUntil), st.inFlight)
+		case st.inFlight > 0 && iv.Attempts > 0:
+			return fmt.Sprintf("no call ended: all %d in flight wait for answers (%d attempts sent)", st.inFlight, iv.Attempts)
+		case st.inFlight > 0:
+			return fmt.Sprintf("0 sent: all %d calls in flight are waiting, for an answer or a probe's", st.inFlight)
+		}
+		return "no calls"
+	}
+	var parts []string
+	add := func(n int, format string) {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf(format, n))
+		}
+	}
+	if iv.Ended > 0 && iv.Succeeded == iv.Ended {
+		parts = append(parts, "all answered")
+	} else {
+		add(iv.Succeeded, "%d answered")
+	}
+	add(iv.Failed, "%d failed after retries")
+	add(iv.Rejected[timeline.BreakerOpen], "%d refused, breaker open")
+	add(iv.Rejected[timeline.HalfOpenBusy], "%d refused, probes busy")
+	if n := iv.Rejected[timeline.Paused]; n > 0 && paused {
+		parts = append(parts, fmt.Sprintf("%d refused: the host is paused until %s, longer than they could wait", n, fmtSeconds(st.pausedUntil)))
+	} else {
+		add(n, "%d refused: the host is paused longer than they could wait")
+	}
+	add(iv.RejectedTotal()-iv.Rejected[timeline.BreakerOpen]-iv.Rejected[timeline.HalfOpenBusy]-iv.Rejected[timeline.Paused], "%d refused by another limit")
+	add(iv.Canceled, "%d abandoned at the stop")
+	add(iv.BudgetRefused, "the retry budget refused %d")
+	if iv.Ended == 0 {
+		parts = append(parts, fmt.Sprintf("none ended: %d calls in flight", st.inFlight))
+	}
+	if st.over {
+		parts = append(parts, "the run ends: no new calls")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// inFlight counts the calls started and not ended by the end of interval i.
+func inFlight(tl timeline.Timeline, i int) int {
+	n := 0
+	for _, iv := range tl.Intervals[:i+1] {
+		n += iv.Started - iv.Ended
+	}
+	return n
+}
+
+// pausedUntil is the end of the latest recorded pause that overlaps
+// interval i, or 0. Pauses are recorded when a held call leaves the gate,
+// so a live row also asks the transport (livePause).
+func pausedUntil(tl timeline.Timeline, i int) time.Duration {
+	start := tl.Intervals[i].Start
+	var until time.Duration
+	for _, p := range tl.Pauses {
+		if p.From < start+tl.Interval && p.To > start {
+			until = max(until, p.To)
+		}
+	}
+	return until
+}
+
+// livePause is when the transport's current pause ends, on the recorder's
+// clock (now is its elapsed time), or 0 when nothing is paused.
+func livePause(tr *breakwater.Transport, now time.Duration) time.Duration {
+	var until time.Duration
+	for _, p := range tr.Snapshot().Pauses {
+		if p.Paused {
+			until = max(until, now+p.Remaining)
+		}
+	}
+	return until
 }
 
 // serveAdmin serves the status page and the metrics on a loopback port
@@ -305,6 +449,15 @@ func stateAt(tl timeline.Timeline, t time.Duration) breakwater.State {
 		}
 	}
 	return s
+}
+
+// fmtDuration prints d rounded to the millisecond: 750ms, 3s, 1.5s, 60s.
+func fmtDuration(d time.Duration) string {
+	d = d.Round(time.Millisecond)
+	if d < time.Second {
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	}
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
 }
 
 func fmtSeconds(d time.Duration) string {
