@@ -36,7 +36,8 @@ import (
 // routes and reads their state; a nil bs is NewBreakers() with its
 // defaults (open on the 11th failure within 10 s, or the 5th timeout, once
 // failures are at least half of the requests since the first of them; open
-// 5 s doubling to 60 s, 1 probe and 2 successes to close). opts are
+// 100 ms, then a 32nd of the outage's age up to 60 s; 1 probe, doubling
+// with each success, and 2 successes to close). opts are
 // [WithKeyFunc] (default [RouteKey], the chi route pattern or
 // [http.Request.Pattern]), [WithObserver], [WithDenyHandler] and
 // [WithExempt]. The middleware is safe for concurrent use.

@@ -24,7 +24,7 @@ func Describe(t breakwater.Transition) string {
 		}
 		fmt.Fprintf(&b, "; rejects calls for %s", round(t.OpenFor))
 		if t.Opens > 1 {
-			fmt.Fprintf(&b, " (opening %d in a row: each doubles the wait)", t.Opens)
+			fmt.Fprintf(&b, " (opening %d in a row: probes grow rarer as the outage ages)", t.Opens)
 		}
 	case breakwater.StateHalfOpen:
 		switch t.Reason {

@@ -403,7 +403,7 @@ func TestDescribe(t *testing.T) {
 		{bw.Transition{From: bw.StateClosed, To: bw.StateOpen, Reason: bw.ReasonFailures, Failures: 11, Category: bw.ServerError, OpenFor: 5500 * time.Millisecond, Opens: 1},
 			"breaker opened: 11 failures reached its threshold (last: server_error); rejects calls for 5.5s"},
 		{bw.Transition{From: bw.StateHalfOpen, To: bw.StateOpen, Reason: bw.ReasonProbeFailed, Category: bw.Timeout, OpenFor: 10 * time.Second, Opens: 2},
-			"breaker reopened: a probe failed (timeout); rejects calls for 10s (opening 2 in a row: each doubles the wait)"},
+			"breaker reopened: a probe failed (timeout); rejects calls for 10s (opening 2 in a row: probes grow rarer as the outage ages)"},
 		{bw.Transition{From: bw.StateClosed, To: bw.StateOpen, Reason: bw.ReasonTrip, OpenFor: 250 * time.Millisecond},
 			"breaker tripped by hand; rejects calls for 250ms"},
 		{bw.Transition{From: bw.StateOpen, To: bw.StateHalfOpen, Reason: bw.ReasonOpenElapsed},
