@@ -136,6 +136,7 @@ func (t *Transport) Explain() string {
 		line(2, "", "none: a throttled call waits its own Retry-After; other calls are not held")
 	} else {
 		line(2, "429", "pauses the host for its hint (at most %s); the calls held leave one probe first, then spread out", formatDuration(g.cfg.maxPause))
+		line(2, "learned rate", "a host that serves some requests and refuses more right after a pause is paced: from 1 per hint, doubling per success until a 429, then just under the last rate answered; forgotten %s after its last 429", formatDuration(paceForget))
 		line(2, "503 + hint", "delays that call's retry; holds the host only while such answers are the majority (at least %d in %s), with a probe every %s", overloadMinimum, formatDuration(overloadWindow), formatDuration(overloadProbeEvery))
 		line(2, "quota fields", "%s", map[bool]string{true: "paced on (RateLimit, RateLimit-Policy, X-RateLimit-*)", false: "ignored"}[t.limits.pacing])
 	}

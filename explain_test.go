@@ -80,6 +80,7 @@ func ExampleTransport_Explain() {
 	//     half-open        1 probe(s) at a time, doubling with each success, 2 success(es) to close; a call that finds them taken waits for an answer up to a quarter of its time left (at most 1s)
 	//   pause gate
 	//     429              pauses the host for its hint (at most 120s); the calls held leave one probe first, then spread out
+	//     learned rate     a host that serves some requests and refuses more right after a pause is paced: from 1 per hint, doubling per success until a 429, then just under the last rate answered; forgotten 30s after its last 429
 	//     503 + hint       delays that call's retry; holds the host only while such answers are the majority (at least 2 in 1s), with a probe every 150ms
 	//     quota fields     paced on (RateLimit, RateLimit-Policy, X-RateLimit-*)
 	//   across replicas

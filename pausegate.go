@@ -66,6 +66,15 @@ func WithRateLimitHeaders(on bool) Option {
 // apart as they arrived, never all at once, while new calls go straight
 // through.
 //
+// A key that serves some requests and refuses more just after a pause
+// ended (a strict rate limiter) is also paced: its requests go no faster
+// than a rate learned from its answers, as TCP learns a window: one per
+// hint at first, doubling with each success until a 429, then just under
+// the last rate that was answered, climbing slowly past it and cut by a
+// tenth at each 429 (see pacer.go); a key without a 429 for 30 s is no
+// longer paced. A paced call waits for its slot within its deadline, and
+// fails at once with [ErrPaused] when the slot comes after it.
+//
 // A pause is only ever extended: a later, shorter hint or a success never
 // shortens it; only [PauseGates.Resume] does. Checking a key costs one
 // atomic load, and no clock read, while no key is held. PauseGates is safe
@@ -103,6 +112,88 @@ type pauseGate struct {
 	ep       episode   // the calls held and their release (pausehold.go)
 	episodes uint64    // episodes so far, for their ids
 	over     *overload // the 503 admission (overload.go); nil when idle
+	pace     *pacer    // the rate 429s taught (pacer.go); nil when not paced
+	okAt     int64     // when the latest success came, while the gate held state
+}
+
+// paceLocked lets a request about to go at now through the key's pacer:
+// it takes the slot and returns now when the slot is due, and otherwise
+// returns when the next one will be. pg.mu must be held.
+func (pg *pauseGate) paceLocked(g *PauseGates, now int64) int64 {
+	p := pg.pace
+	if p == nil {
+		return now
+	}
+	if p.stale(now) {
+		pg.pace = nil
+		return now
+	}
+	if at := p.next(now); at > now {
+		return at
+	}
+	p.take(now)
+	g.busyUntil(pg, addSat(now, int64(paceForget)))
+	return now
+}
+
+// paced lets a request to key through its pacer, as waitSlow does: it
+// returns the gates' clock when the request may go now (its slot taken),
+// or when the next slot will be.
+func (g *PauseGates) paced(key string) int64 {
+	if g == nil {
+		return math.MinInt64
+	}
+	now := g.now()
+	pg, ok := g.gate(key)
+	if !ok {
+		return now
+	}
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	return pg.paceLocked(g, now)
+}
+
+// throttle pauses key for a 429's hint d and, when the key's last pause
+// (which ended at ended) did not suffice (it ended less than a hint ago,
+// and a success came since: the upstream serves some and refuses more),
+// or the key is paced
+// already, teaches its pacer that the key was sent more than its upstream
+// admits. A lone 429 only pauses.
+func (g *PauseGates) throttle(key string, d time.Duration, ended int64) {
+	e := g.m.Acquire(key)
+	defer e.Release()
+	pg := e.Value
+	now := g.now()
+	g.Pause(key, d)
+	pg.mu.Lock()
+	switch {
+	case pg.pace != nil && !pg.pace.stale(now):
+		pg.pace.throttled(now)
+	case ended != 0 && ended <= now && now-ended < int64(d) && pg.okAt >= ended:
+		// The pause ended, the upstream served a request and refused
+		// the next: it admits some rate, which pacing finds.
+		pg.pace = newPacer(now, d)
+	default:
+		pg.mu.Unlock()
+		return
+	}
+	g.busyUntil(pg, addSat(now, int64(paceForget)))
+	pg.mu.Unlock()
+}
+
+// paceSucceeded raises key's learned rate, if it has one, for a success.
+func (g *PauseGates) paceSucceeded(key string) {
+	pg, ok := g.gate(key)
+	if !ok {
+		return
+	}
+	pg.mu.Lock()
+	now := g.now()
+	pg.okAt = now
+	if pg.pace != nil && pg.pace.succeeded(now) {
+		pg.changedLocked() // the calls waiting for a slot look again
+	}
+	pg.mu.Unlock()
 }
 
 // NewPauseGates returns a set of pause gates configured by opts
@@ -241,6 +332,12 @@ func (g *PauseGates) Observe(key string, o Outcome, h http.Header) {
 	if g == nil {
 		return
 	}
+	var ended int64 // the end of the key's pause before this answer
+	if o.Category == Throttled && o.HasRetryAfter && o.Status != http.StatusServiceUnavailable {
+		if pg, ok := g.gate(key); ok {
+			ended = pg.until.Load()
+		}
+	}
 	if g.cfg.pacing && h != nil {
 		g.observeHeaders(key, h)
 	}
@@ -248,9 +345,12 @@ func (g *PauseGates) Observe(key string, o Outcome, h http.Header) {
 	case o.Category == Throttled && o.HasRetryAfter && o.Status == http.StatusServiceUnavailable:
 		g.answer(key, true, o.RetryAfter)
 	case o.Category == Throttled && o.HasRetryAfter:
-		g.Pause(key, o.RetryAfter)
+		g.throttle(key, o.RetryAfter, ended)
 	case o.Status != 0 && g.latest.Load() != 0:
 		g.answer(key, false, 0)
+		if o.Category == Success {
+			g.paceSucceeded(key)
+		}
 	}
 }
 

@@ -222,8 +222,31 @@ func (g *PauseGates) waitSlow(ctx context.Context, key string, dl time.Time, lat
 		}
 		if !d.wait {
 			pg.leave(w)
+			w = nil
+			at := pg.paceLocked(g, now)
+			if at <= now {
+				pg.mu.Unlock()
+				return d.probe, nil
+			}
+			// The key is paced (pacer.go) and its next slot is at at:
+			// wait for it, or for a change of the gate (a new rate, a
+			// hold), and look again.
+			if bounded && time.Duration(at-now) >= left {
+				pg.mu.Unlock()
+				return false, rejected(ErrPaused, key, g.wall(at))
+			}
+			wake := pg.waitChanLocked()
 			pg.mu.Unlock()
-			return d.probe, nil
+			timer := time.NewTimer(time.Duration(at - now))
+			select {
+			case <-timer.C:
+			case <-wake:
+				timer.Stop()
+			case <-ctx.Done():
+				timer.Stop()
+				return false, ctx.Err()
+			}
+			continue
 		}
 		if d.park {
 			w = pg.park(now, w)

@@ -355,6 +355,15 @@ func (sim *simulation) pass(c *simCaller) {
 		c.state, c.next = simPaused, sim.now+int64(rem)
 		return
 	}
+	if at := sim.gates.paced(simKey); at > sim.now { // the key's learned rate: wait for its slot
+		if call.deadline != 0 && at >= call.deadline {
+			sim.refused(c, rejected(ErrPaused, simKey, sim.gates.wall(at)), time.Duration(at-sim.now))
+			return
+		}
+		call.waitingFor = sim.now
+		c.state, c.next = simPaused, at
+		return
+	}
 	sim.attempt(c)
 }
 
