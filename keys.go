@@ -240,9 +240,12 @@ type forwardedKey struct {
 	trusted []netip.Prefix
 }
 
-func (fk *forwardedKey) isTrusted(ip netip.Addr) bool {
+func (fk *forwardedKey) isTrusted(ip netip.Addr) bool { return trusted(fk.trusted, ip) }
+
+// trusted reports whether ip is inside one of prefixes.
+func trusted(prefixes []netip.Prefix, ip netip.Addr) bool {
 	ip = ip.Unmap().WithZone("")
-	for _, p := range fk.trusted {
+	for _, p := range prefixes {
 		if p.Contains(ip) {
 			return true
 		}
