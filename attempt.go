@@ -230,6 +230,9 @@ func (t *Transport) admit(c *call, r *attemptResult, hedge, racing bool) bool {
 	} else if r.ctx != c.ctx || body != nil {
 		areq = c.req.WithContext(r.ctx) // a request copy only when something changed
 	}
+	if t.cfg.propagate {
+		areq = propagate(areq, c.req, r.ctx, c.attempts, c.pol.MaxAttempts)
+	}
 	if body != nil {
 		areq.Body = body
 	}

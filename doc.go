@@ -56,6 +56,8 @@
 //	  WithRetryBudget(r, f, w)         T R             0.2 of calls + 3/s per key, over 10s; the floor lost after 5 failures in a row
 //	  WithoutRetryBudget()             T R
 //	  WithMaxRetryAfter(d)             T R P           2m: the longest hint honoured, and pause
+//	between breakwater services
+//	  WithPropagation(on)              T               off: no deadline, attempt or pushback headers
 //	classification
 //	  WithClassifier(c)                T R             Classify
 //	  WithSlowCallThreshold(d)         T R             off
@@ -241,6 +243,14 @@
 // given: the [Breakers] of a RouteBreaker to trip or reset routes, the
 // [RateLimiters] of a ClientRateLimit, the [Bulkheads] of a Shedder, each
 // with a Snapshot for a status page.
+//
+// Between breakwater services, [CallerHeaders], mounted first, reads what a
+// trusted caller's propagating Transport ([WithPropagation]) sends: the
+// time its attempt has left becomes the request's deadline, so that a
+// Shedder refuses at once what its queue would hold past it and the
+// handler's own calls work within it; the attempt number reaches handlers
+// through [CallerAttempt] and keeps the retries to one tier, the one next
+// to the failure, whose failed answer tells the caller not to retry.
 //
 // Stacked breakwater middleware share one wrapped ResponseWriter and report
 // one [EventRequest] per request (from the outermost middleware that has an

@@ -25,7 +25,7 @@ var (
 		"state.go",            // breaker states, reasons, transitions, health
 	}
 	topFiles = []string{
-		"clientratelimit.go", "config.go", "doc.go", "explain.go", "handlertimeout.go",
+		"callerheaders.go", "clientratelimit.go", "config.go", "doc.go", "explain.go", "handlertimeout.go",
 		"middleware.go", "problem.go", "responsewriter.go", "routebreaker.go",
 		"shedder.go", "simulate.go",
 	}

@@ -38,6 +38,10 @@ type responseWriter struct {
 	// rejectedBy names the mechanism that answered the request instead of
 	// the handler.
 	rejectedBy Mechanism
+	// caller is what a trusted breakwater caller said of the request
+	// (CallerHeaders): a 5xx answer to it after a call serving it failed
+	// says not to retry.
+	caller *caller
 	// onHijack run once when the connection is hijacked (a shed slot).
 	onHijack  [2]func()
 	nOnHijack uint8
@@ -64,6 +68,11 @@ func (rw *responseWriter) WriteHeader(code int) {
 		}
 		rw.status = code
 		rw.wrote = true
+		if code >= 500 && rw.caller != nil && rw.caller.failed.Load() {
+			if h := rw.w.Header(); h.Get(headerPushback) == "" {
+				h.Set(headerPushback, pushbackNone)
+			}
+		}
 	}
 	rw.w.WriteHeader(code)
 }

@@ -332,6 +332,8 @@ func (t *Transport) decide(c *call, a *attemptResult, now int64) (wait time.Dura
 		return 0, false, false, nil
 	case resp != nil && t.cfg.retryIf == nil && !o.Category.Retryable():
 		return 0, false, false, nil // an answer to return (outOfTime matters only to errors)
+	case resp != nil && t.cfg.propagate && resp.Header.Get(headerPushback) == pushbackNone:
+		return 0, false, false, nil // retried by the server already
 	case c.ctx.Err() != nil:
 		return 0, false, false, nil
 	}

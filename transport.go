@@ -399,6 +399,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c.t, c.req, c.ctx, c.key, c.name = t, req, req.Context(), key, key
 	var declared bool // the request's own policy declares it idempotent
 	c.pol, declared = t.policy(req)
+	var served *caller // the request a call serving a breakwater caller's serves
+	if t.cfg.propagate {
+		if served = callerOf(c.ctx); served != nil {
+			c.pol.MaxAttempts = served.attempts(c.pol.MaxAttempts)
+		}
+	}
 	c.start = t.now()
 	if isUpgrade(req) { // the connection outlives the call: no timeouts
 		c.pol.CallTimeout, c.pol.AttemptTimeout = 0, 0
@@ -430,6 +436,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		c.melt = &meltSlot{}
 		c.ctx = context.WithValue(c.ctx, meltKey{}, c.melt)
 		c.req = c.req.WithContext(c.ctx)
+	}
+	if served != nil {
+		resp, err := t.run(&c)
+		if err != nil || resp.StatusCode >= 500 {
+			served.failed.Store(true)
+		}
+		return resp, err
 	}
 	return t.run(&c)
 }

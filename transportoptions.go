@@ -34,6 +34,7 @@ type config struct {
 	planned            []time.Duration                               // the retry plan checkPlan computed; nil before
 	retryIf            func(context.Context, *http.Response, error) (bool, error)
 	retryNonIdempotent bool
+	propagate          bool // WithPropagation
 	bufferBodies       int64
 	budget             bool
 	budgetRatio        float64

@@ -1,0 +1,129 @@
+package breakwater_test
+
+// A fleet: a client calls service A, whose handler calls backend B, both
+// hops through breakwater Transports, A behind CallerHeaders, over real
+// loopback servers. Its figures are logged (go test -v -run TestFleet).
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	bw "github.com/breakwater-go/breakwater"
+)
+
+// fleetFigures are what an outage of the last service cost.
+type fleetFigures struct {
+	calls, after, afterOK int // client calls; those sent after B came back, and those that succeeded
+	perCall               map[string]int
+	mean                  float64 // B's requests per client call
+	most                  int     // B's requests for one client call, at most
+}
+
+// measureTwoTiers runs a client -> A -> B chain, the propagation on or off
+// at both hops: B answers 500 for outage, then 200; the client sends a call
+// every 40 ms for total, each with a 2 s deadline and its number in
+// X-Call, which A passes on.
+func measureTwoTiers(t *testing.T, propagate bool, outage, total time.Duration) fleetFigures {
+	var mu sync.Mutex
+	perCall := map[string]int{}
+	var recovery time.Time
+	b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		perCall[r.Header.Get("X-Call")]++
+		down := time.Now().Before(recovery)
+		mu.Unlock()
+		if down {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	}))
+	defer b.Close()
+	toB := newTransport(t, b.Client().Transport, bw.WithPropagation(propagate))
+	trust, err := bw.CallerHeaders("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := httptest.NewServer(trust(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, b.URL, nil)
+		req.Header.Set("X-Call", r.Header.Get("X-Call"))
+		resp, err := toB.RoundTrip(req)
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		resp.Body.Close()
+		w.WriteHeader(resp.StatusCode)
+	})))
+	defer a.Close()
+	toA := newTransport(t, a.Client().Transport, bw.WithPropagation(propagate))
+
+	start := time.Now()
+	mu.Lock()
+	recovery = start.Add(outage)
+	mu.Unlock()
+	const interval = 40 * time.Millisecond
+	n := int(total / interval)
+	ok := make([]bool, n)
+	sent := make([]time.Time, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		sent[i] = time.Now()
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.URL, nil)
+			req.Header.Set("X-Call", strconv.Itoa(i))
+			if resp, err := toA.RoundTrip(req); err == nil {
+				ok[i] = resp.StatusCode == http.StatusOK
+				resp.Body.Close()
+			}
+		})
+		time.Sleep(interval)
+	}
+	wg.Wait()
+	f := fleetFigures{calls: n, perCall: perCall}
+	for i := range n {
+		if !sent[i].Before(recovery) {
+			f.after++
+			if ok[i] {
+				f.afterOK++
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	sum := 0
+	for _, c := range perCall {
+		sum += c
+		f.most = max(f.most, c)
+	}
+	f.mean = float64(sum) / float64(n)
+	return f
+}
+
+// B is down for 2 s behind A: with propagation, the tier next to B retries
+// once and the client not at all, so B sees at most 2 requests for any one
+// client call and at most 1.2 on average, and the calls after B's return
+// succeed as they do without it.
+func TestFleetTwoTiersRetryOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 4 s outage and recovery in real time")
+	}
+	off := measureTwoTiers(t, false, 2*time.Second, 4*time.Second)
+	on := measureTwoTiers(t, true, 2*time.Second, 4*time.Second)
+	t.Logf("B down 2 s behind A, %d client calls: B saw %.2f requests per call, at most %d (without propagation %.2f, at most %d); after B's return %d/%d ok (without %d/%d)",
+		on.calls, on.mean, on.most, off.mean, off.most, on.afterOK, on.after, off.afterOK, off.after)
+	if on.most > 2 {
+		t.Errorf("B saw %d requests for one client call, want at most 2", on.most)
+	}
+	if on.mean > 1.2 {
+		t.Errorf("B saw %.2f requests per client call, want at most 1.2", on.mean)
+	}
+	if on.afterOK < off.afterOK-1 || on.afterOK < on.after*95/100 {
+		t.Errorf("%d/%d calls after B's return succeeded, want as many as without propagation (%d/%d)", on.afterOK, on.after, off.afterOK, off.after)
+	}
+}

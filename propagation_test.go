@@ -1,0 +1,128 @@
+package breakwater_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	bw "github.com/breakwater-go/breakwater"
+)
+
+// Each attempt of a propagating Transport carries the time it has left and
+// its number; the caller's request is left as it was; without the option
+// nothing is sent.
+func TestPropagationHeaders(t *testing.T) {
+	var mu sync.Mutex
+	var got []http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Clone())
+		n := len(got)
+		mu.Unlock()
+		if n == 1 {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	}))
+	defer srv.Close()
+	for _, on := range []bool{true, false} {
+		got = nil
+		tr := newTransport(t, srv.Client().Transport, bw.WithPropagation(on), bw.WithAttemptTimeout(300*time.Millisecond))
+		req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+		req.Header.Set("X-Mine", "1")
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if len(req.Header) != 1 {
+			t.Errorf("the caller's request was changed: %v", req.Header)
+		}
+		if len(got) != 2 {
+			t.Fatalf("%d requests, want 2", len(got))
+		}
+		for i, h := range got {
+			if h.Get("X-Mine") != "1" {
+				t.Errorf("attempt %d lost the caller's header", i+1)
+			}
+			a, ms := h.Get("Breakwater-Attempt"), h.Get("Breakwater-Timeout-Ms")
+			if !on {
+				if a != "" || ms != "" {
+					t.Errorf("propagation off: attempt %d sent %q and %q", i+1, a, ms)
+				}
+				continue
+			}
+			if want := strconv.Itoa(i+1) + ";max=3"; a != want {
+				t.Errorf("attempt %d: Breakwater-Attempt %q, want %q", i+1, a, want)
+			}
+			if n, err := strconv.Atoi(ms); err != nil || n <= 200 || n > 300 {
+				t.Errorf("attempt %d: Breakwater-Timeout-Ms %q, want (200, 300]", i+1, ms)
+			}
+		}
+	}
+}
+
+// seen is what a handler saw of a request.
+type seen struct {
+	left        time.Duration // until the context's deadline; -1: none
+	attempt, of int
+	cause       error
+}
+
+// A server reads the deadline and the attempt from a trusted caller only,
+// and ignores what does not parse.
+func TestCallerHeaders(t *testing.T) {
+	seenBy := func(t *testing.T, trusted string, header map[string]string) seen {
+		mw, err := bw.CallerHeaders(trusted)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s seen
+		h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s = seen{left: -1}
+			if dl, ok := r.Context().Deadline(); ok {
+				s.left = time.Until(dl)
+				<-r.Context().Done()
+				s.cause = context.Cause(r.Context())
+			}
+			s.attempt, s.of = bw.CallerAttempt(r.Context())
+		}))
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.RemoteAddr = "127.0.0.1:4000"
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		h.ServeHTTP(httptest.NewRecorder(), req)
+		return s
+	}
+	good := map[string]string{"Breakwater-Timeout-Ms": "250", "Breakwater-Attempt": "2;max=3"}
+	synctest.Test(t, func(t *testing.T) {
+		if s := seenBy(t, "127.0.0.0/8", good); s.left != 250*time.Millisecond || s.attempt != 2 || s.of != 3 || !errors.Is(s.cause, bw.ErrCallerDeadline) {
+			t.Errorf("trusted caller: %+v, want 250ms left, attempt 2 of 3, cause ErrCallerDeadline", s)
+		}
+		if s := seenBy(t, "10.0.0.0/8", good); s.left != -1 || s.attempt != 0 {
+			t.Errorf("untrusted peer: %+v, want no deadline and no attempt", s)
+		}
+		for _, bad := range []map[string]string{
+			{"Breakwater-Timeout-Ms": "-5", "Breakwater-Attempt": "0;max=3"},
+			{"Breakwater-Timeout-Ms": "1e3", "Breakwater-Attempt": "3;max=2"},
+			{"Breakwater-Timeout-Ms": "90000000000", "Breakwater-Attempt": "2"},
+			{"Breakwater-Timeout-Ms": " 250", "Breakwater-Attempt": "x;max=3"},
+		} {
+			if s := seenBy(t, "127.0.0.1", bad); s.left != -1 || s.attempt != 0 {
+				t.Errorf("malformed %v: %+v, want them ignored", bad, s)
+			}
+		}
+	})
+	if _, err := bw.CallerHeaders(); err == nil {
+		t.Error("CallerHeaders with no trusted peer: no error")
+	}
+	if _, err := bw.CallerHeaders("10.0.0.0/33"); err == nil {
+		t.Error("CallerHeaders with a malformed prefix: no error")
+	}
+}
