@@ -92,6 +92,13 @@ type bulkhead struct {
 	nwait atomic.Int32 // requests queued or about to queue
 	mu    sync.Mutex
 	queue []*bulkheadWaiter
+	// grantEvery is the mean time between two grants to waiters while a
+	// queue lasts (a moving average), lastGrant the latest grant's time,
+	// 0 when the queue emptied since: how fast the queue moves.
+	grantEvery, lastGrant int64
+	// hold is how long a slot granted from the queue is held (a moving
+	// average, lossy under contention): a queued request's work.
+	hold  atomic.Int64
 	adapt *adaptiveLimit // nil: fixed limit
 	start time.Time
 }
@@ -125,7 +132,8 @@ type Slot struct {
 	b       *bulkhead
 	epoch   uint32
 	verdict slotVerdict
-	start   int64 // adaptive limits: bulkhead nanoseconds at admission
+	queued  bool  // granted from the queue: its hold times the queue's work
+	start   int64 // adaptive limits, or queued: bulkhead nanoseconds at admission
 }
 
 type slotVerdict uint8
@@ -176,6 +184,9 @@ func (s *Slot) done(v slotVerdict) {
 		return
 	}
 	s.b = nil
+	if s.queued {
+		b.held(s.start)
+	}
 	b.release(s.epoch, s.start, v)
 }
 
@@ -228,7 +239,7 @@ func (b *bulkhead) acquireSlow(ctx context.Context, dl time.Time) (Slot, error) 
 	if left, ok := timeLeft(ctx, dl, t); ok && left < wait {
 		wait = left
 	}
-	if b.cfg.maxQueue > 0 && len(b.queue) >= b.cfg.maxQueue || wait <= 0 {
+	if b.cfg.maxQueue > 0 && len(b.queue) >= b.cfg.maxQueue || wait <= 0 || b.tooLate(ctx, wait) {
 		b.nwait.Add(-1)
 		b.mu.Unlock()
 		return Slot{}, b.reject(0)
@@ -241,6 +252,11 @@ func (b *bulkhead) acquireSlow(ctx context.Context, dl time.Time) (Slot, error) 
 	defer timer.Stop()
 	select {
 	case <-w.ch:
+		if b.lateGrant(ctx) {
+			w.slot.queued = false // not held: no measure of the work
+			w.slot.Ignore()
+			return Slot{}, b.reject(time.Since(t))
+		}
 		return w.slot, nil
 	case <-timer.C:
 		if b.leave(w) {
@@ -251,10 +267,57 @@ func (b *bulkhead) acquireSlow(ctx context.Context, dl time.Time) (Slot, error) 
 	case <-ctx.Done():
 		if !b.leave(w) {
 			<-w.ch
+			w.slot.queued = false
 			w.slot.Ignore()
 		}
 		return Slot{}, ctx.Err()
 	}
+}
+
+// granted counts a grant to a waiter in the queue's pace; b.mu is held.
+func (b *bulkhead) granted() {
+	now := b.now()
+	switch {
+	case b.lastGrant == 0:
+	case b.grantEvery == 0:
+		b.grantEvery = now - b.lastGrant
+	default:
+		b.grantEvery += (now - b.lastGrant - b.grantEvery) / 8
+	}
+	b.lastGrant = max(now, 1)
+}
+
+// held counts the hold of a slot granted from the queue at start.
+func (b *bulkhead) held(start int64) {
+	d := b.now() - start
+	if m := b.hold.Load(); m != 0 {
+		d = m + (d-m)/8
+	}
+	b.hold.Store(max(d, 1))
+}
+
+// tooLate reports whether a request serving a breakwater caller's deadline
+// (CallerHeaders), which may wait for left, could not be done in time: at
+// the queue's pace its turn comes, and a queued request's work ends, later;
+// its caller will have given up. It is refused at once instead. b.mu is
+// held.
+func (b *bulkhead) tooLate(ctx context.Context, left time.Duration) bool {
+	if len(b.queue) == 0 || b.grantEvery <= 0 || callerOf(ctx) == nil {
+		return false
+	}
+	return int64(len(b.queue)+1)*b.grantEvery+b.hold.Load() > int64(left)
+}
+
+// lateGrant reports whether a request serving a breakwater caller's
+// deadline, granted a slot after a wait, has too little time left for a
+// queued request's work: its caller would give up before the answer. The
+// slot goes to the next in line.
+func (b *bulkhead) lateGrant(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	if !ok || callerOf(ctx) == nil {
+		return false
+	}
+	return time.Until(dl) < time.Duration(b.hold.Load())
 }
 
 // leave takes w out of the queue, or reports false when it was granted a
@@ -309,12 +372,17 @@ func (b *bulkhead) dispatch() {
 		w := b.queue[0]
 		b.queue[0] = nil
 		b.queue = b.queue[1:]
+		s.queued = true
+		if s.start == 0 {
+			s.start = b.now()
+		}
 		w.granted, w.slot = true, s
 		b.nwait.Add(-1)
 		w.ch <- struct{}{}
+		b.granted()
 	}
 	if len(b.queue) == 0 {
-		b.queue = nil
+		b.queue, b.lastGrant = nil, 0
 	}
 	b.mu.Unlock()
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	bw "github.com/breakwater-go/breakwater"
@@ -125,5 +126,89 @@ func TestFleetTwoTiersRetryOnce(t *testing.T) {
 	}
 	if on.afterOK < off.afterOK-1 || on.afterOK < on.after*95/100 {
 		t.Errorf("%d/%d calls after B's return succeeded, want as many as without propagation (%d/%d)", on.afterOK, on.after, off.afterOK, off.after)
+	}
+}
+
+// overloadFigures are how a server's workers spent their time in an
+// overload.
+type overloadFigures struct {
+	busy, wasted time.Duration // worker time, and the part spent on answers that came after their caller's deadline or never
+	served, shed int
+}
+
+// measureOverload offers a server of 4 workers (a Shedder of 4 slots) 280
+// calls per second for 4 s, each with a 500 ms deadline that the server
+// learns only through CallerHeaders when propagate is set; work takes
+// 10 ms (400 per second), and 30 ms from 1 s to 3 s. The handler honours
+// its context; a client that gives up does not end it (as behind a proxy).
+func measureOverload(t *testing.T, propagate bool) overloadFigures {
+	sh, _ := newShedder(t, 4)
+	trust, err := bw.CallerHeaders("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var mu sync.Mutex
+	var f overloadFigures
+	h := trust(sh(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		began := time.Now()
+		work := 10 * time.Millisecond
+		if at := began.Sub(start); at >= time.Second && at < 3*time.Second {
+			work = 30 * time.Millisecond
+		}
+		done := true
+		select {
+		case <-time.After(work):
+		case <-r.Context().Done():
+			done = false // cut short: no answer
+		}
+		end := time.Now()
+		deadline, _ := time.Parse(time.RFC3339Nano, r.Header.Get("X-Deadline"))
+		mu.Lock()
+		f.busy += end.Sub(began)
+		if !done || end.After(deadline) {
+			f.wasted += end.Sub(began)
+		} else {
+			f.served++
+		}
+		mu.Unlock()
+	})))
+	var wg sync.WaitGroup
+	for range 4 * 280 {
+		wg.Go(func() {
+			req := httptest.NewRequest(http.MethodGet, "/", nil)
+			req.RemoteAddr = "127.0.0.1:4000"
+			req.Header.Set("X-Deadline", time.Now().Add(500*time.Millisecond).Format(time.RFC3339Nano))
+			if propagate {
+				req.Header.Set("Breakwater-Timeout-Ms", "500")
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code == http.StatusServiceUnavailable {
+				mu.Lock()
+				f.shed++
+				mu.Unlock()
+			}
+		})
+		time.Sleep(time.Second / 280)
+	}
+	wg.Wait()
+	return f
+}
+
+// In an overload, a server that knows its callers' deadlines spends at
+// most 1 % of its workers' time on answers nobody waits for.
+func TestFleetOverloadWorksForWaitingCallers(t *testing.T) {
+	var off, on overloadFigures
+	synctest.Test(t, func(t *testing.T) { off = measureOverload(t, false) })
+	synctest.Test(t, func(t *testing.T) { on = measureOverload(t, true) })
+	share := func(f overloadFigures) float64 { return 100 * f.wasted.Seconds() / f.busy.Seconds() }
+	t.Logf("overload of 280 calls/s on 4 workers of 400/s, a third of it for 2 s: %.1f %% of the workers' time on answers nobody waited for, %d answered in time, %d shed (without the deadline: %.1f %%, %d in time, %d shed)",
+		share(on), on.served, on.shed, share(off), off.served, off.shed)
+	if share(on) > 1 {
+		t.Errorf("%.1f %% of the workers' time went to answers after their caller's deadline, want at most 1 %%", share(on))
+	}
+	if on.served < off.served {
+		t.Errorf("%d answers in time, want at least as many as without the deadline (%d)", on.served, off.served)
 	}
 }

@@ -126,3 +126,47 @@ func TestCallerHeaders(t *testing.T) {
 		t.Error("CallerHeaders with a malformed prefix: no error")
 	}
 }
+
+// A Shedder behind CallerHeaders refuses at once a request its queue would
+// hold past its caller's deadline, and serves one that fits.
+func TestShedderRefusesWhatCannotMeetItsDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sh, _ := newShedder(t, 1)
+		ch, err := bw.CallerHeaders("127.0.0.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := ch(sh(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(100 * time.Millisecond)
+		})))
+		call := func(ms string) (int, time.Duration) {
+			req := httptest.NewRequest(http.MethodGet, "/", nil)
+			req.RemoteAddr = "127.0.0.1:4000"
+			req.Header.Set("Breakwater-Timeout-Ms", ms)
+			start := time.Now()
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			return rec.Code, time.Since(start)
+		}
+		// A queue of one moves every 100 ms: keep five requests in it for
+		// a while, so that it learns its pace.
+		var wg sync.WaitGroup
+		for range 5 {
+			wg.Go(func() {
+				for range 6 {
+					call("10000")
+				}
+			})
+		}
+		time.Sleep(time.Second)
+		code, took := call("250") // about 5 ahead of it: 600 ms to be done
+		if code != http.StatusServiceUnavailable || took != 0 {
+			t.Errorf("a request that cannot be served in 250 ms: %d after %s, want 503 at once", code, took)
+		}
+		wg.Wait()
+		code, took = call("250") // the queue is empty
+		if code != http.StatusOK || took != 100*time.Millisecond {
+			t.Errorf("a request with time enough: %d after %s, want 200 after 100ms", code, took)
+		}
+	})
+}
