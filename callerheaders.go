@@ -72,11 +72,15 @@ func (ch *callerHeaders) wrap(next http.Handler) http.Handler {
 		c := &caller{}
 		c.attempt, c.max, _ = parseAttempt(r.Header.Get(headerAttempt))
 		d, timed := parseCallerTimeout(r.Header.Get(headerTimeout))
-		if c.attempt == 0 && !timed {
+		crit, critical := parseCriticality(r.Header.Get(headerCriticality))
+		if c.attempt == 0 && !timed && !critical {
 			next.ServeHTTP(w, r)
 			return
 		}
 		ctx := context.WithValue(r.Context(), callerKey{}, c)
+		if critical {
+			ctx = ContextWithCriticality(ctx, crit)
+		}
 		if timed {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeoutCause(ctx, d, ErrCallerDeadline)

@@ -18,9 +18,13 @@ type bulkheadConfig struct {
 	limit    int
 	maxQueue int // 0: no bound but the wait
 	maxWait  time.Duration
-	adaptive AdaptiveLimit
-	maxKeys  int
-	idleTTL  time.Duration
+	// queueTarget bounds the waits of a queue that has not been empty for
+	// queueInterval (WithQueueTarget); 0: off.
+	queueTarget, queueInterval time.Duration
+	queueTargetSet             bool
+	adaptive                   AdaptiveLimit
+	maxKeys                    int
+	idleTTL                    time.Duration
 }
 
 // newBulkheadConfig returns the defaults of a registry of bulkheads of
@@ -49,6 +53,24 @@ func WithMaxQueue(n int) Option {
 	return bulkheadOption("WithMaxQueue", func(c *bulkheadConfig) { c.maxQueue = n })
 }
 
+// WithQueueTarget bounds the queueing delay of a bulkhead the way CoDel
+// does, in the manner of Facebook's server queues: while its queue has
+// been empty within the last interval, a request waits as [WithMaxWait]
+// lets it; once the queue has not emptied for a whole interval, the
+// bulkhead is overloaded, a standing queue only adds delay, and a request
+// less than [Critical] that arrives waits at most target (a Critical one
+// waits as WithMaxWait lets it, ahead of the others). A queue that drains
+// ends it.
+// target must be > 0 and interval >= target; 5 ms and 100 ms are
+// Facebook's. It configures [NewBulkheads] and [WithConcurrencyLimit].
+// Default: off.
+func WithQueueTarget(target, interval time.Duration) Option {
+	return bulkheadOption("WithQueueTarget", func(c *bulkheadConfig) {
+		c.queueTarget, c.queueInterval = target, interval
+		c.queueTargetSet = true
+	})
+}
+
 // WithAdaptiveLimit makes a bulkhead's limit move with what the released
 // slots report, starting from its limit: [AIMD] or [Gradient]. nil keeps
 // the limit fixed. It configures [NewBulkheads] and [WithConcurrencyLimit].
@@ -64,6 +86,9 @@ func (c *bulkheadConfig) validate(errs []error) error {
 	}
 	if c.maxQueue < 0 || c.maxQueue > 0 && c.maxWait == 0 {
 		errs = append(errs, fmt.Errorf("breakwater: a bulkhead queue needs a length >= 0 and, to wait in it, a wait > 0 (WithMaxWait), got %d and %s", c.maxQueue, c.maxWait))
+	}
+	if c.queueTargetSet && (c.queueTarget <= 0 || c.queueInterval < c.queueTarget) {
+		errs = append(errs, fmt.Errorf("breakwater: a queue target needs target > 0 and interval >= target, got %s and %s", c.queueTarget, c.queueInterval))
 	}
 	if c.maxKeys < 1 || c.maxKeys > keyed.MaxKeys || c.idleTTL <= 0 {
 		errs = append(errs, fmt.Errorf("breakwater: bulkhead keys need maxKeys in [1, %d] and idleTTL > 0, got %d and %s", keyed.MaxKeys, c.maxKeys, c.idleTTL))
@@ -96,6 +121,8 @@ type bulkhead struct {
 	// queue lasts (a moving average), lastGrant the latest grant's time,
 	// 0 when the queue emptied since: how fast the queue moves.
 	grantEvery, lastGrant int64
+	busySince             int64 // when the queue last stopped being empty
+	ranked                int   // waiters whose rank is not defaultRank
 	// hold is how long a slot granted from the queue is held (a moving
 	// average, lossy under contention): a queued request's work.
 	hold  atomic.Int64
@@ -106,9 +133,12 @@ type bulkhead struct {
 const inFlightMask = 1<<32 - 1
 
 type bulkheadWaiter struct {
-	ch      chan struct{} // buffered; receives the grant
-	granted bool          // guarded by bulkhead.mu
-	slot    Slot
+	ch   chan struct{} // buffered; receives the grant, or being turned away
+	rank int8          // its place in the queue (rankOf)
+	// granted, or turnedAway by a more critical waiter when the queue was
+	// full; guarded by bulkhead.mu.
+	granted, turnedAway bool
+	slot                Slot
 }
 
 func (c *bulkheadConfig) newBulkhead(key string) *bulkhead {
@@ -235,23 +265,29 @@ func (b *bulkhead) acquireSlow(ctx context.Context, dl time.Time) (Slot, error) 
 		}
 	}
 	wait := b.cfg.maxWait
+	w := &bulkheadWaiter{rank: rankOf(ctx)}
+	if w.rank < criticalRank && b.overloaded() {
+		wait = min(wait, b.cfg.queueTarget)
+	}
 	t := time.Now()
 	if left, ok := timeLeft(ctx, dl, t); ok && left < wait {
 		wait = left
 	}
-	if b.cfg.maxQueue > 0 && len(b.queue) >= b.cfg.maxQueue || wait <= 0 || b.tooLate(ctx, wait) {
+	if wait <= 0 || b.tooLate(ctx, w.rank, wait) || !b.push(w) {
 		b.nwait.Add(-1)
 		b.mu.Unlock()
 		return Slot{}, b.reject(0)
 	}
-	w := &bulkheadWaiter{ch: make(chan struct{}, 1)}
-	b.queue = append(b.queue, w)
+	w.ch = make(chan struct{}, 1)
 	b.mu.Unlock()
 
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case <-w.ch:
+		if w.turnedAway {
+			return Slot{}, b.reject(time.Since(t))
+		}
 		if b.lateGrant(ctx) {
 			w.slot.queued = false // not held: no measure of the work
 			w.slot.Ignore()
@@ -262,13 +298,16 @@ func (b *bulkhead) acquireSlow(ctx context.Context, dl time.Time) (Slot, error) 
 		if b.leave(w) {
 			return Slot{}, b.reject(time.Since(t))
 		}
-		<-w.ch // granted meanwhile: take it
+		<-w.ch // granted or turned away meanwhile
+		if w.turnedAway {
+			return Slot{}, b.reject(time.Since(t))
+		}
 		return w.slot, nil
 	case <-ctx.Done():
 		if !b.leave(w) {
 			<-w.ch
 			w.slot.queued = false
-			w.slot.Ignore()
+			w.slot.Ignore() // nothing when turned away
 		}
 		return Slot{}, ctx.Err()
 	}
@@ -296,16 +335,21 @@ func (b *bulkhead) held(start int64) {
 	b.hold.Store(max(d, 1))
 }
 
-// tooLate reports whether a request serving a breakwater caller's deadline
-// (CallerHeaders), which may wait for left, could not be done in time: at
-// the queue's pace its turn comes, and a queued request's work ends, later;
-// its caller will have given up. It is refused at once instead. b.mu is
-// held.
-func (b *bulkhead) tooLate(ctx context.Context, left time.Duration) bool {
+// tooLate reports whether a request of rank serving a breakwater caller's
+// deadline (CallerHeaders), which may wait for wait, could not be done in
+// time: at the queue's pace its turn comes after its wait, or a queued
+// request's work ends after its caller's deadline; its caller would get
+// nothing from the wait. It is refused at once instead. b.mu is held.
+func (b *bulkhead) tooLate(ctx context.Context, rank int8, wait time.Duration) bool {
 	if len(b.queue) == 0 || b.grantEvery <= 0 || callerOf(ctx) == nil {
 		return false
 	}
-	return int64(len(b.queue)+1)*b.grantEvery+b.hold.Load() > int64(left)
+	turn := time.Duration((2*int64(b.ahead(rank)) + 1) * b.grantEvery / 2) // the next grant comes in half a pace, on average
+	if turn > wait {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && turn+time.Duration(b.hold.Load()) > time.Until(dl)
 }
 
 // lateGrant reports whether a request serving a breakwater caller's
@@ -325,11 +369,11 @@ func (b *bulkhead) lateGrant(ctx context.Context) bool {
 func (b *bulkhead) leave(w *bulkheadWaiter) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if w.granted {
+	if w.granted || w.turnedAway {
 		return false
 	}
 	if i := slices.Index(b.queue, w); i >= 0 {
-		b.queue = slices.Delete(b.queue, i, i+1)
+		b.remove(i)
 	}
 	b.nwait.Add(-1)
 	return true
@@ -369,9 +413,7 @@ func (b *bulkhead) dispatch() {
 		if !ok {
 			break
 		}
-		w := b.queue[0]
-		b.queue[0] = nil
-		b.queue = b.queue[1:]
+		w := b.pop()
 		s.queued = true
 		if s.start == 0 {
 			s.start = b.now()

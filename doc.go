@@ -85,6 +85,7 @@
 //	  WithBulkheads(bs)                T               none
 //	  WithMaxWait(d)                   L C             5s, within the call's deadline; 0: refuse at once
 //	  WithMaxQueue(n)                  C               0: no bound but the wait
+//	  WithQueueTarget(target, int)     C               off; 5ms, 100ms: a standing queue's waits bounded (not Critical's)
 //	  WithAdaptiveLimit(a)             C               a fixed limit
 //	  WithSharedLimiter(s)             L               this replica's own
 //	hedging and failover
@@ -250,7 +251,8 @@
 // Shedder refuses at once what its queue would hold past it and the
 // handler's own calls work within it; the attempt number reaches handlers
 // through [CallerAttempt] and keeps the retries to one tier, the one next
-// to the failure, whose failed answer tells the caller not to retry.
+// to the failure, whose failed answer tells the caller not to retry; a
+// request's [Criticality] travels with it and orders every queue it meets.
 //
 // Stacked breakwater middleware share one wrapped ResponseWriter and report
 // one [EventRequest] per request (from the outermost middleware that has an

@@ -1,6 +1,8 @@
 package breakwater_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -89,4 +91,36 @@ func ExampleWithPropagation() {
 	fmt.Println(resp.StatusCode, resp.Header.Get("Breakwater-Pushback"), "after", toB.Load(), "requests to B")
 	// Output:
 	// 502 none after 2 requests to B
+}
+
+// A queue that has stood for its interval lets a request wait only its
+// target: under overload, delay stays bounded and the rest is shed at
+// once, while a Critical request keeps its place ahead of the others.
+func ExampleWithQueueTarget() {
+	slots, err := bw.NewBulkheads(1, bw.WithQueueTarget(5*time.Millisecond, 50*time.Millisecond))
+	if err != nil {
+		panic(err)
+	}
+	held, _ := slots.Acquire(context.Background(), "") // the one slot, held for 200 ms
+	time.AfterFunc(200*time.Millisecond, held.Release)
+	queued := make(chan error, 1)
+	go func() { // queues at once: waits as WithMaxWait lets it
+		s, err := slots.Acquire(context.Background(), "")
+		s.Release()
+		queued <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the queue has stood for its interval
+	start := time.Now()
+	_, err = slots.Acquire(context.Background(), "")
+	fmt.Println("default:", errors.Is(err, bw.ErrConcurrencyLimit), time.Since(start) < 50*time.Millisecond)
+	critical := bw.ContextWithCriticality(context.Background(), bw.Critical)
+	go func() {
+		s, err := slots.Acquire(critical, "")
+		s.Release()
+		queued <- err
+	}()
+	fmt.Println("waited:", <-queued == nil, <-queued == nil)
+	// Output:
+	// default: true true
+	// waited: true true
 }

@@ -78,6 +78,11 @@ func propagate(req, orig *http.Request, ctx context.Context, n, most int) *http.
 		delete(h, headerTimeout) // a caller's header passed on is not this attempt's
 	}
 	h[headerAttempt] = []string{strconv.Itoa(n) + ";max=" + strconv.Itoa(most)}
+	if v := criticalityHeader(criticalityOf(ctx)); v != "" {
+		h[headerCriticality] = []string{v}
+	} else {
+		delete(h, headerCriticality)
+	}
 	req.Header = h
 	return req
 }
