@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	bw "github.com/breakwater-go/breakwater"
 )
 
@@ -146,29 +148,158 @@ func ExampleWithRateLimit() {
 	// true
 }
 
-// The pause gate is on by default: after a 429 with Retry-After, calls to
-// that host whose deadline is too short to wait fail at once.
+// A limit of 20 attempts per second in bursts of 1: the second call waits
+// about 50 ms for its token when it may wait 100 ms, and is refused at
+// once when it may not wait at all.
 func ExampleWithMaxWait() {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Retry-After", "30")
-		w.WriteHeader(http.StatusTooManyRequests)
-	}))
+	srv := newCounted(always(http.StatusOK))
 	defer srv.Close()
-	tr, _ := bw.NewTransport(bw.WithBase(srv.Client().Transport), bw.WithMaxAttempts(1))
-	client := &http.Client{Transport: tr}
-
-	resp, _ := client.Get(srv.URL)
-	resp.Body.Close()
-	fmt.Println(resp.StatusCode)
-
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
-	_, err := client.Do(req)
-	if d, ok := bw.RetryAfter(err); ok {
-		fmt.Println(d.Round(time.Second))
+	for _, wait := range []time.Duration{100 * time.Millisecond, 0} {
+		tr, _ := bw.NewTransport(bw.WithBase(srv.Client().Transport), bw.WithRateLimit(20, 1, bw.WithMaxWait(wait)))
+		fmt.Println(wait, getVia(tr, srv.URL), getVia(tr, srv.URL))
 	}
 	// Output:
-	// 429
-	// 30s
+	// 100ms 200 200
+	// 0s 200 ErrRateLimited
+}
+
+// A 429 asking for a minute pauses the key: the next call is refused
+// without reaching the upstream (its deadline cannot outlast the pause).
+// Without the pause gate it is sent, and answered 429 again.
+func ExampleWithoutPauseGate() {
+	srv := newCounted(func(_ int, w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Retry-After", "60")
+		w.WriteHeader(http.StatusTooManyRequests)
+	})
+	defer srv.Close()
+	for _, opts := range [][]bw.Option{nil, {bw.WithoutPauseGate()}} {
+		srv.n.Store(0)
+		tr, _ := bw.NewTransport(append(opts, bw.WithBase(srv.Client().Transport))...)
+		fmt.Println(getVia(tr, srv.URL), getVia(tr, srv.URL), "after", sent(srv.requests()))
+	}
+	// Output:
+	// 429 ErrPaused after 1 request
+	// 429 429 after 2 requests
+}
+
+// An upstream that says in its RateLimit field that the quota is spent for
+// a minute: the key is paused before the upstream has to answer 429.
+// Switched off, the next call is sent.
+func ExampleWithRateLimitHeaders() {
+	srv := newCounted(func(_ int, w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("RateLimit-Policy", `"hourly";q=100;w=3600`)
+		w.Header().Set("RateLimit", `"hourly";r=0;t=60`)
+	})
+	defer srv.Close()
+	for _, on := range []bool{true, false} {
+		srv.n.Store(0)
+		tr, _ := bw.NewTransport(bw.WithBase(srv.Client().Transport), bw.WithRateLimitHeaders(on))
+		fmt.Println(on, getVia(tr, srv.URL), getVia(tr, srv.URL), "after", sent(srv.requests()))
+	}
+	// Output:
+	// true 200 ErrPaused after 1 request
+	// false 200 200 after 2 requests
+}
+
+// Two Transports that share one token bucket per host: together they make
+// one call per second to it.
+func ExampleWithRateLimiters() {
+	srv := newCounted(always(http.StatusOK))
+	defer srv.Close()
+	buckets, _ := bw.NewRateLimiters(1, 1, bw.WithMaxWait(0))
+	a, _ := bw.NewTransport(bw.WithBase(srv.Client().Transport), bw.WithRateLimiters(buckets))
+	b, _ := bw.NewTransport(bw.WithBase(srv.Client().Transport), bw.WithRateLimiters(buckets))
+	fmt.Println("a:", getVia(a, srv.URL))
+	fmt.Println("b:", getVia(b, srv.URL))
+	// Output:
+	// a: 200
+	// b: ErrRateLimited
+}
+
+// A Transport that shares its bulkheads: a slot taken elsewhere (here by
+// hand, as a handler guarding the same upstream would) leaves none for it.
+func ExampleWithBulkheads() {
+	srv := newCounted(always(http.StatusOK))
+	defer srv.Close()
+	bulkheads, _ := bw.NewBulkheads(1, bw.WithMaxWait(0))
+	tr, _ := bw.NewTransport(bw.WithBase(srv.Client().Transport), bw.WithBulkheads(bulkheads))
+	slot, _ := bulkheads.Acquire(context.Background(), hostKey(srv.URL))
+	fmt.Println(getVia(tr, srv.URL))
+	slot.Release()
+	fmt.Println(getVia(tr, srv.URL))
+	// Output:
+	// ErrConcurrencyLimit
+	// 200
+}
+
+// One attempt in flight and one waiting: a third call finds the queue
+// full and is refused at once instead of waiting its turn.
+func ExampleWithMaxQueue() {
+	inside, release := make(chan struct{}), make(chan struct{})
+	srv := newCounted(func(n int, w http.ResponseWriter, r *http.Request) {
+		if n == 1 {
+			close(inside)
+			<-release
+		}
+	})
+	defer srv.Close()
+	tr, _ := bw.NewTransport(bw.WithBase(srv.Client().Transport),
+		bw.WithConcurrencyLimit(1, bw.WithMaxWait(time.Second), bw.WithMaxQueue(1)))
+	results := make(chan string, 2)
+	go func() { results <- getVia(tr, srv.URL) }()
+	<-inside
+	go func() { results <- getVia(tr, srv.URL) }()
+	for tr.Snapshot().Bulkheads[0].Queued == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	fmt.Println("third:", getVia(tr, srv.URL))
+	close(release)
+	fmt.Println(<-results, <-results, "after", sent(srv.requests()))
+	// Output:
+	// third: ErrConcurrencyLimit
+	// 200 200 after 2 requests
+}
+
+// An upstream answering 503: a fixed limit stays at 10, an AIMD limit
+// halves after a window of 10 overloaded answers.
+func ExampleWithAdaptiveLimit() {
+	srv := newCounted(always(http.StatusServiceUnavailable))
+	defer srv.Close()
+	for _, opts := range [][]bw.Option{nil, {bw.WithAdaptiveLimit(bw.AIMD{Backoff: 0.5})}} {
+		tr, _ := bw.NewTransport(bw.WithBase(srv.Client().Transport), bw.WithMaxAttempts(1), bw.WithoutBreaker(),
+			bw.WithConcurrencyLimit(10, opts...))
+		for range 10 {
+			getVia(tr, srv.URL)
+		}
+		fmt.Println("limit:", tr.Snapshot().Bulkheads[0].Limit)
+	}
+	// Output:
+	// limit: 10
+	// limit: 5
+}
+
+// sharedBuckets stands for a store that replicas share (the redisstore
+// module's, in production): here one process's token buckets.
+type sharedBuckets struct{ rl *bw.RateLimiters }
+
+func (s sharedBuckets) Take(_ context.Context, key string, _ rate.Limit, _ int, _ time.Duration) (bw.RateLimitSnapshot, time.Duration, error) {
+	return s.rl.Take(key), 0, nil
+}
+
+func (sharedBuckets) Replicas() int { return 2 }
+
+// Two replicas limited to one call per second each make two calls; with a
+// shared limiter the limit is for both together, and they make one.
+func ExampleWithSharedLimiter() {
+	srv := newCounted(always(http.StatusOK))
+	defer srv.Close()
+	store, _ := bw.NewRateLimiters(1, 1, bw.WithMaxWait(0))
+	for _, opts := range [][]bw.Option{{bw.WithMaxWait(0)}, {bw.WithMaxWait(0), bw.WithSharedLimiter(sharedBuckets{store})}} {
+		a, _ := bw.NewTransport(bw.WithBase(srv.Client().Transport), bw.WithRateLimit(1, 1, opts...))
+		b, _ := bw.NewTransport(bw.WithBase(srv.Client().Transport), bw.WithRateLimit(1, 1, opts...))
+		fmt.Println(getVia(a, srv.URL), getVia(b, srv.URL))
+	}
+	// Output:
+	// 200 200
+	// 200 ErrRateLimited
 }

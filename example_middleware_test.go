@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -182,4 +183,77 @@ func ExampleClientRateLimit() {
 	// 200 RateLimit-Policy: "default";q=2;w=2 RateLimit: "default";r=1;t=1 Retry-After: ""
 	// 200 RateLimit-Policy: "default";q=2;w=2 RateLimit: "default";r=0;t=1 Retry-After: ""
 	// 429 RateLimit-Policy: "default";q=2;w=2 RateLimit: "default";r=0;t=1 Retry-After: "1"
+}
+
+// Health checks pass a rate limit of one request per client untouched,
+// and leave the client's token for its real request.
+func ExampleWithExempt() {
+	buckets, _ := bw.NewRateLimiters(1, 1)
+	limit, err := bw.ClientRateLimit(buckets, bw.RemoteAddrKey,
+		bw.WithExempt(func(r *http.Request) bool { return r.URL.Path == "/healthz" }))
+	if err != nil {
+		panic(err)
+	}
+	h := limit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for _, path := range []string{"/healthz", "/healthz", "/search", "/search"} {
+		rec := serve(h, http.MethodGet, path)
+		fmt.Printf("%s %d RateLimit: %q\n", path, rec.Code, rec.Header().Get("RateLimit"))
+	}
+	// Output:
+	// /healthz 200 RateLimit: ""
+	// /healthz 200 RateLimit: ""
+	// /search 200 RateLimit: "\"default\";r=0;t=1"
+	// /search 429 RateLimit: "\"default\";r=0;t=1"
+}
+
+// The limit's name in the RateLimit fields, where clients and logs see it.
+func ExampleWithRateLimitPolicyName() {
+	buckets, _ := bw.NewRateLimiters(10, 10)
+	limit, _ := bw.ClientRateLimit(buckets, bw.RemoteAddrKey, bw.WithRateLimitPolicyName("search"))
+	rec := serve(limit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})), http.MethodGet, "/search")
+	fmt.Println(rec.Header().Get("RateLimit-Policy"))
+	fmt.Println(rec.Header().Get("RateLimit"))
+	// Output:
+	// "search";q=10;w=1
+	// "search";r=9;t=1
+}
+
+// The older X-RateLimit-* fields beside the standard ones, for clients
+// that read only those.
+func ExampleWithXRateLimitHeaders() {
+	buckets, _ := bw.NewRateLimiters(1, 5)
+	limit, _ := bw.ClientRateLimit(buckets, bw.RemoteAddrKey, bw.WithXRateLimitHeaders(true))
+	rec := serve(limit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})), http.MethodGet, "/search")
+	fmt.Println(rec.Header().Get("X-RateLimit-Limit"), rec.Header().Get("X-RateLimit-Remaining"),
+		rec.Header().Get("X-RateLimit-Reset") != "")
+	// Output: 5 4 true
+}
+
+// Shed requests are told to come back in 5 to 10 s, spread so that they
+// do not all come back at once.
+func ExampleWithShedRetryAfter() {
+	bulkhead, _ := bw.NewBulkheads(1, bw.WithMaxWait(0))
+	shedder, _ := bw.Shedder(bulkhead, bw.WithShedRetryAfter(5*time.Second, 10*time.Second))
+	var inner *httptest.ResponseRecorder
+	var h http.Handler
+	h = shedder(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if inner == nil { // while this request holds the only slot, another is shed
+			inner = serve(h, http.MethodGet, "/export")
+		}
+	}))
+	serve(h, http.MethodGet, "/export")
+	after, _ := strconv.Atoi(inner.Header().Get("Retry-After"))
+	fmt.Println(inner.Code, after >= 5 && after <= 10)
+	// Output: 503 true
+}
+
+// A handler that mostly waits on an upstream answers 504 Gateway Timeout
+// when it runs out of time, instead of the default 503.
+func ExampleWithTimeoutStatus() {
+	timeout, _ := bw.HandlerTimeout(time.Millisecond, bw.WithTimeoutStatus(http.StatusGatewayTimeout))
+	h := timeout(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done() // the upstream call gives up at the deadline
+	}))
+	fmt.Println(serve(h, http.MethodGet, "/quote").Code)
+	// Output: 504
 }

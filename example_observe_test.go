@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"time"
 
 	bw "github.com/breakwater-go/breakwater"
@@ -52,4 +53,33 @@ func ExampleLogObserver() {
 	// status: 502
 	// level=INFO msg="breakwater: rejected" mechanism=breaker
 	// error: true
+}
+
+// A quarter of the calls fail and the breaker does not open: with
+// insights on, the snapshot says so (its Message in plain words, Check and
+// Value for a program).
+func ExampleWithInsights_breakerNeverOpened() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("i") == "3" {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	}))
+	defer srv.Close()
+	for _, on := range []bool{false, true} {
+		tr, _ := bw.NewTransport(bw.WithBase(srv.Client().Transport), bw.WithMaxAttempts(1), bw.WithInsights(on))
+		for i := range 20 {
+			resp, err := (&http.Client{Transport: tr}).Get(srv.URL + "?i=" + strconv.Itoa(i%4))
+			if err == nil {
+				resp.Body.Close()
+			}
+		}
+		fmt.Println(on, len(tr.Snapshot().Insights), "insights")
+		for _, in := range tr.Snapshot().Insights {
+			fmt.Println(in.Check, in.Value)
+		}
+	}
+	// Output:
+	// false 0 insights
+	// true 1 insights
+	// breaker_never_opened 0.25
 }

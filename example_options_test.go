@@ -232,3 +232,23 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// A breaker per tenant, for at most two tenants: a third tenant's breaker
+// takes the place of one that costs nothing to lose (closed, idle).
+func ExampleWithKeyLimits() {
+	srv := newCounted(always(http.StatusOK))
+	defer srv.Close()
+	for _, opts := range [][]bw.Option{nil, {bw.WithKeyLimits(2, time.Minute)}} {
+		tr, _ := bw.NewTransport(append(opts, bw.WithBase(srv.Client().Transport),
+			bw.WithKeyFunc(bw.HeaderKey("X-Tenant")))...)
+		for _, tenant := range []string{"acme", "globex", "initech"} {
+			req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+			req.Header.Set("X-Tenant", tenant)
+			outcome(tr.RoundTrip(req))
+		}
+		fmt.Println(len(tr.Breakers().Snapshot().Breakers), "breakers")
+	}
+	// Output:
+	// 3 breakers
+	// 2 breakers
+}

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -147,4 +148,32 @@ func ExampleError() {
 	var e *bw.Error
 	fmt.Println(errors.Is(err, bw.ErrCircuitOpen), errors.As(err, &e) && e.Key == "ledger.internal", e.Mechanism)
 	// Output: true true breaker
+}
+
+// The base makes the requests: here one that names the client to the
+// upstream, beneath breakwater's retries.
+func ExampleWithBase() {
+	var agents []string
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		agents = append(agents, r.Header.Get("User-Agent"))
+		if len(agents) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	named := bw.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		r = r.Clone(r.Context())
+		r.Header.Set("User-Agent", "inventory/1.2")
+		return srv.Client().Transport.RoundTrip(r)
+	})
+	tr, _ := bw.NewTransport(bw.WithBase(named), bw.WithBackoff(bw.Constant(time.Millisecond)))
+	resp, _ := (&http.Client{Transport: tr}).Get(srv.URL)
+	resp.Body.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	fmt.Println(resp.StatusCode, agents)
+	// Output: 200 [inventory/1.2 inventory/1.2]
 }
