@@ -80,7 +80,9 @@ func (iv Interval) RejectedTotal() int {
 }
 
 // Span is a stretch of time: in one breaker state ([Timeline.States]) or
-// paused ([Timeline.Pauses], where State is unused).
+// paused ([Timeline.Pauses], where State is unused). A half-open span may
+// last no time at all: its probe was answered at once, as in a
+// simulation without an attempt time.
 type Span struct {
 	From, To time.Duration
 	State    breakwater.State
@@ -349,7 +351,7 @@ func states(ts []Transition, end time.Duration) []Span {
 			continue
 		}
 		last.To = t.At
-		if last.To == last.From {
+		if last.To == last.From && last.State != breakwater.StateHalfOpen { // a probe that answered at once still probed
 			spans = spans[:len(spans)-1]
 			if len(spans) > 0 && spans[len(spans)-1].State == s {
 				continue

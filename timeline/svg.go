@@ -20,6 +20,7 @@ const (
 	right     = 30
 	plotW     = svgWidth - left - right
 	bandH     = 18
+	minProbeW = 3.0 // the narrowest a half-open span is drawn, in pixels
 	bandGap   = 6
 	bandsTop  = 48
 	chartTop  = bandsTop + 3*(bandH+bandGap) + 16
@@ -229,13 +230,38 @@ func (d *drawing) healthMarks(y int) {
 func (d *drawing) stateBand(y int) {
 	d.bandLabel(y, "breaker")
 	d.printf(`<g id="band-breaker" data-series="breaker">` + "\n")
-	for i, s := range d.t.States {
-		name := s.State.String()
-		to := s.To
+	to := func(i int) time.Duration {
 		if i == len(d.t.States)-1 {
-			to = d.total() // the last state lasts to the end of the drawing
+			return d.total() // the last state lasts to the end of the drawing
 		}
-		d.rect(d.x(s.From), d.x(to), y, bandH, colours[name], fmt.Sprintf(` data-state="%s"`, name))
+		return d.t.States[i].To
+	}
+	for i, s := range d.t.States {
+		if s.State != breakwater.StateHalfOpen {
+			d.rect(d.x(s.From), d.x(to(i)), y, bandH, colours[s.State.String()], fmt.Sprintf(` data-state="%s"`, s.State))
+		}
+	}
+	// Half-open spans go on top, at least minProbeW wide: a probe lasts
+	// one attempt, often well under a pixel or no time at all, and would
+	// otherwise show only as the two transition marks around it. The
+	// widening takes at most half of the span after it, so that a breaker
+	// that stays open between probes still looks open.
+	for i, s := range d.t.States {
+		if s.State != breakwater.StateHalfOpen {
+			continue
+		}
+		x0, x1 := d.x(s.From), d.x(to(i))
+		if x1-x0 < minProbeW {
+			room := float64(left + plotW)
+			if i+1 < len(d.t.States) {
+				room = (x1 + d.x(to(i+1))) / 2
+			}
+			x1 = max(x1, min(x0+minProbeW, room))
+			if x1-x0 < minProbeW && i+1 == len(d.t.States) { // at the right edge: widen leftwards
+				x0 = max(float64(left), x1-minProbeW)
+			}
+		}
+		d.rect(x0, x1, y, bandH, colours["half_open"], ` data-state="half_open"`)
 	}
 	for _, t := range d.t.Transitions {
 		x := d.x(t.At)

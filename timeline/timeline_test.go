@@ -468,3 +468,55 @@ func TestDocsPicturesInsideViewBox(t *testing.T) {
 		}
 	}
 }
+
+// A probe lasts one attempt, well under a pixel of a minute's drawing, or
+// no time at all when it is answered at once: the breaker band still
+// shows each half-open stretch as a band, as wide as the open one after
+// it allows.
+func TestHalfOpenDrawnAsBand(t *testing.T) {
+	r := timeline.New(time.Second)
+	tr := func(at time.Duration, from, to bw.State) {
+		r.Record(at, bw.Event{Kind: bw.EventTransition, Transition: &bw.Transition{Key: "k", From: from, To: to}})
+	}
+	tr(1*s, bw.StateClosed, bw.StateOpen)
+	tr(10*s, bw.StateOpen, bw.StateHalfOpen)
+	tr(10*s, bw.StateHalfOpen, bw.StateOpen) // answered at once
+	tr(20*s, bw.StateOpen, bw.StateHalfOpen)
+	tr(20*s+20*time.Millisecond, bw.StateHalfOpen, bw.StateClosed)
+	r.Record(60*s, bw.Event{Kind: bw.EventCallStart})
+	tl := r.Timeline()
+	want := []timeline.Span{
+		{From: 0, To: 1 * s, State: bw.StateClosed},
+		{From: 1 * s, To: 10 * s, State: bw.StateOpen},
+		{From: 10 * s, To: 10 * s, State: bw.StateHalfOpen},
+		{From: 10 * s, To: 20 * s, State: bw.StateOpen},
+		{From: 20 * s, To: 20*s + 20*time.Millisecond, State: bw.StateHalfOpen},
+		{From: 20*s + 20*time.Millisecond, To: 60 * s, State: bw.StateClosed},
+	}
+	if !equalSpans(tl.States, want) {
+		t.Fatalf("states %v, want %v", tl.States, want)
+	}
+	var b bytes.Buffer
+	if err := timeline.WriteSVG(&b, tl, "probes"); err != nil {
+		t.Fatal(err)
+	}
+	parseSVG(t, b.Bytes())
+	var widths []float64
+	for _, line := range strings.Split(b.String(), "\n") {
+		if !strings.Contains(line, `data-state="half_open"`) {
+			continue
+		}
+		var x, w float64
+		var y, h int
+		if _, err := fmt.Sscanf(line, `<rect x="%g" y="%d" width="%g" height="%d"`, &x, &y, &w, &h); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		widths = append(widths, w)
+	}
+	if len(widths) != 2 || widths[0] < 3 || widths[1] < 3 {
+		t.Errorf("half-open rects %v wide, want two of at least 3 px", widths)
+	}
+	if !strings.Contains(b.String(), "breaker half-open") {
+		t.Error("the legend has no entry for half-open")
+	}
+}
