@@ -34,7 +34,8 @@ chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
 wait "$demo"
 demo=
 
-"$tmp/breakwater" simulate -callers 4 -think 100ms -attempt-time 20ms \
+# simulate's default callers (4, each 100 ms apart) and configuration.
+"$tmp/breakwater" simulate -attempt-time 20ms \
   -healthy-for 10s -fail-for 20s -duration 60s \
   -title "breakwater simulate: 4 callers, 20 s of 502s after 10 s of health, default configuration" \
   -svg docs/simulated-outage.svg > /dev/null

@@ -89,6 +89,21 @@ func TestConfigRoundTrips(t *testing.T) {
 	}
 }
 
+// simulate's default scenario is a few callers at a human pace: 40 calls a
+// second, whose failures and probes a timeline can show, not a single
+// caller's thousands.
+func TestSimulateDefaultScenario(t *testing.T) {
+	out, err := runCmd(t, "simulate")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"scenario: 4 callers (100ms apart), upstream 502s for good", "the breaker opens on call 11, 300ms in"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 // simulate -svg draws a well-formed timeline with every series.
 func TestSimulateSVG(t *testing.T) {
 	svg := filepath.Join(t.TempDir(), "outage.svg")
@@ -164,7 +179,7 @@ func TestCheck(t *testing.T) {
 	if exitCode(err) != 1 || !strings.Contains(out, "FAIL opens<=15 (opens is 21)") || !strings.Contains(err.Error(), "1 of 2 checks failed") {
 		t.Fatalf("exit %d (%v)\n%s", exitCode(err), err, out)
 	}
-	out, err = runCmd(t, "check", "-outage", "timeout", "-call-timeout", "off", "-attempt-timeout", "off", "-assert", "opens==never", "-assert", "unfinished==1")
+	out, err = runCmd(t, "check", "-outage", "timeout", "-call-timeout", "off", "-attempt-timeout", "off", "-assert", "opens==never", "-assert", "unfinished==4")
 	if err != nil {
 		t.Fatalf("an unbounded hang: %v\n%s", err, out)
 	}
@@ -321,7 +336,7 @@ func TestCheckWarnsWhenTheOutageNeverStarts(t *testing.T) {
 	if code != 1 || !strings.Contains(stdout, "FAIL opens<=15 (opens is never)") {
 		t.Fatalf("exit %d\n%s", code, stdout)
 	}
-	want := "breakwater: warning: the simulation ended after 100 calls, 100ms in, before the outage starts at 10s"
+	want := "breakwater: warning: the simulation ended after 100 calls, 2.5s in, before the outage starts at 10s"
 	if !strings.Contains(stderr, want) || strings.Contains(stdout, "warning") {
 		t.Errorf("stderr %q, want %q", stderr, want)
 	}
