@@ -193,7 +193,7 @@ func TestInsightsBounded(t *testing.T) {
 			in.Observe(t.Context(), Event{Kind: EventReject, Key: key, Mechanism: MechRetryBudget})
 		}
 	}
-	if n := len(in.findings()); n != 100 {
+	if n := len(in.findings(nil)); n != 100 {
 		t.Fatalf("%d findings, want 100", n)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -36,7 +37,7 @@ const (
 	insightTimeouts      = 0.1 // attempt_timeouts: share of attempts
 	insightRetriedOK     = 0.2 // retries_absorb_failures: share of successes
 	insightPauseHeld     = 0.2 // pause_held: share of the last 5 minutes
-	insightFlappingOpens = 3   // breaker_flapping: openings in 5 minutes
+	insightFlappingOpens = 3   // breaker_flapping: openings (not trips) in 5 minutes
 	insightMaxFindings   = 100 // findings reported at most, worst kept
 	insightBucket        = 10 * time.Second
 	insightBuckets       = 30 // 5 minutes
@@ -47,8 +48,11 @@ const (
 // counters per key over the last five minutes (calls, failed calls,
 // retries, attempts that hit the attempt timeout, retry budget refusals,
 // pause holds, breaker openings) and reports what they show as [Insight]
-// values. It keeps at most 10 000 keys (about 1.5 KiB each), forgetting keys idle
-// for five minutes. It is safe for concurrent use.
+// values. A pause still under way is learnt from the snapshot that asks
+// for the findings (see [insights.findings]), since no event reports a
+// pause until a call it held is released or refused. It keeps at most
+// 10 000 keys (about 1.5 KiB each), forgetting keys idle for five
+// minutes. It is safe for concurrent use.
 type insights struct {
 	start time.Time
 	keys  *keyed.Map[*insightKey]
@@ -65,10 +69,16 @@ func newInsights() *insights {
 type insightKey struct {
 	key     string
 	mu      sync.Mutex
-	first   int64 // when the key was first seen
 	buckets [insightBuckets]insightBucketCounts
 	pauses  []span // merged spans during which a pause held calls
-	open    bool   // the breaker is open or half-open
+	// pushback is when the latest answer asking to slow down (a 429 or a
+	// 503) came, -1 when another answer came since: where a pause under
+	// way began, when the pause gate paused the key for it.
+	pushback int64
+	// pausedFrom is when the pause under way began, -1 when none is known;
+	// unpausedAt when findings last saw the key without a pause.
+	pausedFrom, unpausedAt int64
+	open                   bool // the breaker is open or half-open
 }
 
 type span struct{ from, to int64 }
@@ -77,9 +87,12 @@ type insightBucketCounts struct {
 	idx                                                int64 // bucket number since start; 0 is unused
 	calls, failed, succeeded, retriedOK                uint32
 	attempts, attemptTimeouts, budgetRefused, openings uint32
+	reopenings                                         uint32 // openings when a probe failed
 }
 
-func newInsightKey(key string) *insightKey { return &insightKey{key: key, first: -1} }
+func newInsightKey(key string) *insightKey {
+	return &insightKey{key: key, pushback: -1, pausedFrom: -1, unpausedAt: -1}
+}
 
 func (in *insights) now() int64 { return int64(time.Since(in.start)) }
 
@@ -94,9 +107,6 @@ func (in *insights) Observe(_ context.Context, e Event) {
 	k := in.keys.Get(e.Key)
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.first < 0 {
-		k.first = now
-	}
 	b := k.bucket(now)
 	switch e.Kind {
 	case EventCallEnd:
@@ -117,6 +127,12 @@ func (in *insights) Observe(_ context.Context, e Event) {
 		if errors.Is(e.Err, ErrAttemptTimeout) {
 			b.attemptTimeouts++
 		}
+		switch {
+		case e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable:
+			k.pushback = now
+		case e.Status != 0:
+			k.pushback = -1
+		}
 	case EventReject:
 		switch e.Mechanism {
 		case MechRetryBudget:
@@ -132,8 +148,13 @@ func (in *insights) Observe(_ context.Context, e Event) {
 		}
 	case EventTransition:
 		if t := e.Transition; t != nil {
-			if t.To == StateOpen && t.From == StateClosed {
+			// A Trip is an operator's, not the upstream's doing; a
+			// failed probe reopening the breaker is an opening.
+			if t.To == StateOpen && t.From != StateOpen && t.Reason != ReasonTrip {
 				b.openings++
+				if t.From == StateHalfOpen {
+					b.reopenings++
+				}
 			}
 			k.open = t.To != StateClosed
 		}
@@ -168,6 +189,7 @@ func (k *insightKey) sum(now int64, d time.Duration) insightBucketCounts {
 		s.attemptTimeouts += b.attemptTimeouts
 		s.budgetRefused += b.budgetRefused
 		s.openings += b.openings
+		s.reopenings += b.reopenings
 	}
 	return s
 }
@@ -206,15 +228,27 @@ func (k *insightKey) heldFor(from, to int64) time.Duration {
 }
 
 // findings returns what the counters show now, worst first within each
-// check, at most 100 findings.
-func (in *insights) findings() []Insight {
+// check, at most 100 findings. paused are the keys a pause holds now (the
+// pause gates' snapshot): the time a pause under way has held so far
+// counts as held, from the answer that asked for it (or, for a pause no
+// answer asked for, from the first snapshot that showed it).
+func (in *insights) findings(paused []PauseSnapshot) []Insight {
 	if in == nil {
 		return nil
 	}
 	now := in.now()
+	holding := make(map[string]time.Duration, len(paused))
+	for _, p := range paused {
+		if p.Paused {
+			holding[p.Key] = p.Remaining
+			in.keys.Get(p.Key) // a pause under way is worth a key
+		}
+	}
 	var out []Insight
 	in.keys.Each(func(key string, k *insightKey) {
 		k.mu.Lock()
+		left, paused := holding[key]
+		k.pausedNow(now, paused, left)
 		out = append(out, k.findings(now)...)
 		k.mu.Unlock()
 	})
@@ -225,13 +259,33 @@ func (in *insights) findings() []Insight {
 	return out[:min(len(out), insightMaxFindings)]
 }
 
+// pausedNow records whether a pause holds the key at now, for left more:
+// while one does, the time from its start to its end is held (the time
+// to come counting once it has come, as for a refused call). Its start
+// is the latest answer that asked to slow down, unless the key was seen
+// unpaused since (a pause made by hand): then the first time it was seen
+// paused.
+func (k *insightKey) pausedNow(now int64, paused bool, left time.Duration) {
+	if !paused {
+		k.pausedFrom, k.unpausedAt = -1, now
+		return
+	}
+	if k.pausedFrom < 0 {
+		k.pausedFrom = now
+		if k.pushback >= 0 && k.pushback >= k.unpausedAt {
+			k.pausedFrom = k.pushback
+		}
+	}
+	k.held(k.pausedFrom, now+max(1, int64(left)))
+}
+
 func (k *insightKey) findings(now int64) []Insight {
 	var out []Insight
 	add := func(check string, value float64, format string, args ...any) {
 		out = append(out, Insight{Key: k.key, Check: check, Value: value, Message: fmt.Sprintf(format, args...)})
 	}
 	minute := k.sum(now, time.Minute)
-	five := k.sum(now, insightBuckets*insightBucket)
+	fiveMin := k.sum(now, insightBuckets*insightBucket)
 	if f := ratio(minute.failed, minute.calls); minute.calls >= insightMinCalls && f >= insightFailedCalls && minute.openings == 0 && !k.open {
 		add("breaker_never_opened", f, "breaker never opened although %s of calls failed in the last minute (%d of %d): the failures are spread too thin for its policy; if the upstream is this bad, a tighter policy sheds load sooner",
 			percent(f), minute.failed, minute.calls)
@@ -240,22 +294,27 @@ func (k *insightKey) findings(now int64) []Insight {
 		add("attempt_timeouts", f, "attempt timeout fired on %s of attempts in the last minute (%d of %d): the upstream's p99 is above it; raise it if slow answers are still worth having",
 			percent(f), minute.attemptTimeouts, minute.attempts)
 	}
-	if k.first >= 0 {
-		window := min(int64(insightBuckets*insightBucket), now-k.first)
-		if window >= int64(insightBucket) {
-			held := k.heldFor(now-window, now)
-			if f := float64(held) / float64(window); f >= insightPauseHeld {
-				add("pause_held", f, "pause gate held calls for %s of the last %s (%s): the upstream keeps asking to slow down; send less or negotiate a larger quota",
-					percent(f), formatDuration(time.Duration(window)), formatDuration(held))
+	const five = int64(insightBuckets * insightBucket)
+	if held := k.heldFor(now-five, now); held > 0 {
+		if f := float64(held) / float64(five); f >= insightPauseHeld {
+			ongoing := ""
+			if k.pausedFrom >= 0 {
+				ongoing = ", and holds them still"
 			}
+			add("pause_held", f, "pause gate held calls for %s of the last 5 minutes (%s%s): the upstream keeps asking to slow down; send less or negotiate a larger quota",
+				percent(f), formatDuration(held), ongoing)
 		}
 	}
 	if n := minute.budgetRefused; n > 0 {
 		add("retry_budget_exhausted", float64(n), "retry budget exhausted %d %s in the last minute: retries were refused and those calls returned their failure, which kept the outage from multiplying the load",
 			n, plural(n, "time", "times"))
 	}
-	if n := five.openings; n >= insightFlappingOpens {
-		add("breaker_flapping", float64(n), "breaker opened %d times in the last 5 minutes: the upstream recovers briefly and fails again; a longer open timeout or more probe successes keep it open through that", n)
+	if n := fiveMin.openings; n >= insightFlappingOpens {
+		if r := fiveMin.reopenings; r > 0 {
+			add("breaker_flapping", float64(n), "breaker opened %d times in the last 5 minutes, %d of them when a probe found the upstream still failing: it is down, or back only briefly; a longer open timeout or more probe successes keep it open through that", n, r)
+		} else {
+			add("breaker_flapping", float64(n), "breaker opened %d times in the last 5 minutes: the upstream recovers briefly and fails again; a longer open timeout or more probe successes keep it open through that", n)
+		}
 	}
 	if f := ratio(minute.retriedOK, minute.succeeded); minute.succeeded >= insightMinCalls && f >= insightRetriedOK {
 		add("retries_absorb_failures", f, "%s of successful calls needed a retry in the last minute (%d of %d): the upstream is degraded and retries hide it; the breaker does not react to this, and should not",

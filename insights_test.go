@@ -64,8 +64,10 @@ func TestInsights(t *testing.T) {
 			step: func(int, time.Duration) breakwatertest.Step {
 				return breakwatertest.Step{Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"30"}}}
 			},
-			opts:  []bw.Option{bw.WithMaxAttempts(1), bw.WithMaxWait(0)},
-			calls: 60, every: time.Second, value: 58.0 / 60, words: "pause gate held calls for 97 % of the last 60s (58s)",
+			opts: []bw.Option{bw.WithMaxAttempts(1), bw.WithMaxWait(0)},
+			// Every 30 s a call is let through, answered 429 and held
+			// again; the calls refused in between cover the rest.
+			calls: 120, every: time.Second, value: 116.0 / 300, words: "pause gate held calls for 39 % of the last 5 minutes (116s)",
 		},
 		{
 			name: "the retry budget runs out", check: "retry_budget_exhausted",
@@ -86,8 +88,10 @@ func TestInsights(t *testing.T) {
 				}
 				return breakwatertest.Step{}
 			},
-			opts:  []bw.Option{bw.WithMaxAttempts(1), bw.WithPolicy(bw.Consecutive(1)), bw.WithOpenTimeout(time.Second, time.Second), bw.WithOpenJitter(0), bw.WithHalfOpen(1, 1)},
-			calls: 60, every: 500 * time.Millisecond, value: 4, words: "breaker opened 4 times in the last 5 minutes",
+			opts: []bw.Option{bw.WithMaxAttempts(1), bw.WithPolicy(bw.Consecutive(1)), bw.WithOpenTimeout(time.Second, time.Second), bw.WithOpenJitter(0), bw.WithHalfOpen(1, 1)},
+			// It opens on each of the 4 outages, and reopens on the probes
+			// of the 3 seconds each lasts after the first opening.
+			calls: 60, every: 500 * time.Millisecond, value: 16, words: "breaker opened 16 times in the last 5 minutes, 12 of them when a probe found the upstream still failing",
 		},
 		{
 			name: "every call needs a retry", check: "retries_absorb_failures",
@@ -174,4 +178,71 @@ func ExampleWithInsights() {
 	}
 	fmt.Println(len(tr.Snapshot().Insights), "findings")
 	// Output: 0 findings
+}
+
+// A breaker that reopens on every failed probe of a long outage opens as
+// often as one that closes in between: both are openings, and the
+// message tells them apart.
+func TestInsightsFlappingCountsReopenings(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: http.StatusInternalServerError})
+		tr := newTransport(t, u.Transport(), bw.WithInsights(true), bw.WithMaxAttempts(1), bw.WithPolicy(bw.Consecutive(1)),
+			bw.WithOpenTimeout(time.Second, time.Second), bw.WithOpenJitter(0), bw.WithHalfOpen(1, 1))
+		for range 20 {
+			get(tr)
+			time.Sleep(500 * time.Millisecond)
+		}
+		got, ok := finding(tr.Snapshot().Insights, "breaker_flapping")
+		// One opening on the first failure, then one on the probe of every
+		// second after it.
+		if !ok || got.Value != 10 || !strings.Contains(got.Message, "breaker opened 10 times in the last 5 minutes, 9 of them when a probe found the upstream still failing") {
+			t.Fatalf("finding %+v (found %v), want 10 openings, 9 on a failed probe", got, ok)
+		}
+	})
+}
+
+// Tripping a breaker by hand is not the upstream flapping.
+func TestInsightsFlappingIgnoresTrips(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{})
+		tr := newTransport(t, u.Transport(), bw.WithInsights(true))
+		get(tr)
+		b := tr.Breakers().Get(upstreamKey)
+		for range 5 {
+			b.Trip(time.Minute)
+			time.Sleep(time.Second)
+			b.Reset()
+			time.Sleep(time.Second)
+		}
+		if got, ok := finding(tr.Snapshot().Insights, "breaker_flapping"); ok {
+			t.Fatalf("five trips by hand reported as flapping: %q", got.Message)
+		}
+	})
+}
+
+// A pause under way counts from the answer that asked for it, before any
+// call it holds is let go; a minute of pauses is not a fifth of five
+// minutes.
+func TestInsightsPauseHeldOngoing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"120"}}})
+		tr := newTransport(t, u.Transport(), bw.WithInsights(true), bw.WithMaxAttempts(1))
+		get(tr)
+		time.Sleep(50 * time.Second)
+		if got, ok := finding(tr.Snapshot().Insights, "pause_held"); ok {
+			t.Fatalf("50s of a pause reported as a fifth of 5 minutes: %q", got.Message)
+		}
+		time.Sleep(40 * time.Second)
+		got, ok := finding(tr.Snapshot().Insights, "pause_held")
+		if !ok || got.Value != 0.3 || !strings.Contains(got.Message, "pause gate held calls for 30 % of the last 5 minutes (90s, and holds them still)") {
+			t.Fatalf("finding %+v (found %v), want 90s of 5 minutes, under way", got, ok)
+		}
+		// Once it is over, what it held still counts, and no longer as
+		// under way.
+		time.Sleep(time.Minute)
+		got, ok = finding(tr.Snapshot().Insights, "pause_held")
+		if !ok || got.Value != 0.4 || !strings.Contains(got.Message, "(120s)") {
+			t.Fatalf("finding %+v (found %v) after the pause, want 120s of 5 minutes", got, ok)
+		}
+	})
 }

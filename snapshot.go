@@ -41,7 +41,7 @@ func (t *Transport) Snapshot() Snapshot {
 		s.Bulkheads = t.limits.bulk.snapshots()
 	}
 	for _, o := range t.cfg.observers {
-		insightsOf(o, func(in *insights) { s.Insights = append(s.Insights, in.findings()...) })
+		insightsOf(o, func(in *insights) { s.Insights = append(s.Insights, in.findings(s.Pauses)...) })
 	}
 	if s.Insights == nil && t.hasInsights() {
 		s.Insights = []Insight{}

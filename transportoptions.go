@@ -257,11 +257,13 @@ func WithSlowCallThreshold(d time.Duration) Option {
 //
 //   - breaker_never_opened: at least 20 % of at least 20 calls failed in
 //     the last minute and the breaker did not open;
-//   - breaker_flapping: the breaker opened 3 times or more in 5 minutes;
+//   - breaker_flapping: the breaker opened 3 times or more in 5 minutes,
+//     reopening on a failed probe included, a [Breaker.Trip] not;
 //   - retry_budget_exhausted: the retry budget refused retries in the last
 //     minute;
 //   - pause_held: a pause the upstream asked for held or refused calls for
-//     at least 20 % of the last 5 minutes;
+//     at least 20 % of the last 5 minutes (a minute), a pause still under
+//     way included;
 //   - attempt_timeouts: the attempt timeout fired on at least 10 % of at
 //     least 20 attempts in the last minute;
 //   - retries_absorb_failures: at least 20 % of at least 20 successful
