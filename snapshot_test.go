@@ -3,6 +3,7 @@ package breakwater_test
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -90,6 +91,38 @@ func TestBreakerSnapshotSinceReasonThreshold(t *testing.T) {
 			if s = b.Snapshot(); s.State != bw.StateHalfOpen || s.Reason != bw.ReasonOpenElapsed || !s.Since.Equal(made.Add(7*time.Second)) {
 				t.Errorf("%v after the open timeout: %v since %v, reason %q", tc.policy, s.State, s.Since.Sub(made), s.Reason)
 			}
+		}
+	})
+}
+
+// A snapshot says when a key's retry budget is spent: an outage has used
+// what its calls earned, and the floor is gone once every attempt fails.
+func TestSnapshotShowsASpentRetryBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 500})
+		tr := newTransport(t, u.Transport(), bw.WithBackoff(bw.Constant(0)), bw.WithRetryBudget(0.1, 1, 10*time.Second), bw.WithoutBreaker())
+		get(tr)
+		s := tr.Snapshot()
+		if len(s.RetryBudgets) != 1 || s.RetryBudgets[0].Key != upstreamKey || s.RetryBudgets[0].Spent {
+			t.Fatalf("budgets %+v after one call, want one not spent", s.RetryBudgets)
+		}
+		for range 5 {
+			get(tr)
+		}
+		s = tr.Snapshot()
+		if b := s.RetryBudgets[0]; !b.Spent || b.Calls != 6 || b.Allowed < 0.59 || b.Allowed > 0.61 {
+			t.Fatalf("budget %+v after six failing calls, want spent, 6 calls, 0.6 allowed", b)
+		}
+		rec := jsonOf(t, s)
+		if !strings.Contains(rec.String(), `"retry_budgets": [`) || !strings.Contains(rec.String(), `"spent": true`) {
+			t.Fatalf("JSON %s", rec)
+		}
+		time.Sleep(10 * time.Second) // the budget's window
+		if b := tr.Snapshot().RetryBudgets[0]; b.Spent {
+			t.Fatalf("budget %+v spent with no retry in its window", b)
+		}
+		if s := newTransport(t, u.Transport(), bw.WithoutRetryBudget()).Snapshot(); s.RetryBudgets != nil {
+			t.Fatalf("budgets %+v without a retry budget", s.RetryBudgets)
 		}
 	})
 }
