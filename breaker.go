@@ -48,6 +48,7 @@ type Breaker struct {
 	rate     window.Rate
 	opens    int
 	openedAt int64
+	openedOn int   // the failures the latest opening on failures counted
 	outageAt int64 // when the first of the current run of openings was
 	// dueFire is when the current opening's timer is to set due;
 	// dueAt when the earliest timer still pending fires, 0 when none is.
@@ -476,6 +477,9 @@ func (b *Breaker) toOpenLocked(now int64, reason Reason, o Outcome, failures int
 	if b.opens == 0 {
 		b.outageAt = now
 	}
+	if failures > 0 || b.opens == 0 {
+		b.openedOn = failures // a failed probe's reopening keeps the count
+	}
 	b.opens++
 	b.openedAt = now
 	until := addSat(now, int64(d))
@@ -617,7 +621,7 @@ func (b *Breaker) forceOpen(d time.Duration, reason Reason, ok func(now int64) b
 		return
 	}
 	b.needOK = b.bs.cfg.successes
-	b.openedAt = now
+	b.openedAt, b.openedOn = now, 0
 	until := addSat(now, int64(d))
 	b.openUntil.Store(until)
 	b.armDue(now, until)
@@ -690,6 +694,9 @@ type BreakerSnapshot struct {
 	Threshold int `json:"threshold"`
 	// Opens counts consecutive openings without a close.
 	Opens int `json:"opens"`
+	// OpenedOn is, while open or half-open, the failure count that opened
+	// it (kept through reopenings on a failed probe); 0 after a Trip.
+	OpenedOn int `json:"opened_on,omitempty"`
 	// OpenUntil and Remaining are set while open.
 	OpenUntil        time.Time     `json:"open_until,omitzero"`
 	Remaining        time.Duration `json:"-"`
@@ -742,6 +749,9 @@ func (b *Breaker) Snapshot() BreakerSnapshot {
 			snap.Failures = b.window.Live(now, int64(p.within))
 		}
 		snap.Threshold = p.tolerate + 1
+	}
+	if s != StateClosed {
+		snap.OpenedOn = b.openedOn
 	}
 	if s == StateOpen {
 		until := b.openUntil.Load()

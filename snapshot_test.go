@@ -27,6 +27,7 @@ func TestSnapshotJSONShowsAnOpenBreaker(t *testing.T) {
 				State            string  `json:"state"`
 				RemainingSeconds float64 `json:"remaining_seconds"`
 				LastFailure      string  `json:"last_failure"`
+				OpenedOn         int     `json:"opened_on"`
 			} `json:"breakers"`
 		}
 		if err := json.Unmarshal(rec.Bytes(), &got); err != nil {
@@ -36,8 +37,14 @@ func TestSnapshotJSONShowsAnOpenBreaker(t *testing.T) {
 			t.Fatalf("snapshot %s", rec)
 		}
 		b := got.Breakers[0]
-		if b.Key != upstreamKey || b.State != "open" || b.RemainingSeconds != 3 || b.LastFailure != "server_error" {
-			t.Fatalf("breaker %+v, want open with 3s remaining after a server error", b)
+		if b.Key != upstreamKey || b.State != "open" || b.RemainingSeconds != 3 || b.LastFailure != "server_error" || b.OpenedOn != 1 {
+			t.Fatalf("breaker %+v, want open on 1 failure with 3s remaining after a server error", b)
+		}
+		// Reopened by a failed probe, it still says what opened it.
+		time.Sleep(3 * time.Second)
+		get(tr)
+		if s := tr.Snapshot().Breakers[0]; s.State != bw.StateOpen || s.Reason != bw.ReasonProbeFailed || s.OpenedOn != 1 {
+			t.Fatalf("reopened breaker %v (%s), opened on %d", s.State, s.Reason, s.OpenedOn)
 		}
 	})
 }
@@ -84,7 +91,7 @@ func TestBreakerSnapshotSinceReasonThreshold(t *testing.T) {
 			time.Sleep(time.Second)
 			b.Trip(0)
 			s = b.Snapshot()
-			if !s.Since.Equal(made.Add(2*time.Second)) || s.Reason != bw.ReasonTrip || s.State != bw.StateOpen {
+			if !s.Since.Equal(made.Add(2*time.Second)) || s.Reason != bw.ReasonTrip || s.State != bw.StateOpen || s.OpenedOn != 0 {
 				t.Errorf("%v tripped: since %v, reason %q, state %v", tc.policy, s.Since.Sub(made), s.Reason, s.State)
 			}
 			time.Sleep(5 * time.Second) // the default open timeout
