@@ -26,7 +26,9 @@ type state struct {
 	Refresh  float64   `json:"refresh_seconds"`
 	Controls bool      `json:"controls"`
 	// Limit is the most rows a table holds.
-	Limit   int           `json:"limit"`
+	Limit int `json:"limit"`
+	// Trouble is what is wrong now in the sources shown.
+	Trouble troubleState  `json:"trouble"`
 	Sources []sourceState `json:"sources"`
 }
 
@@ -34,14 +36,17 @@ type sourceState struct {
 	Name    string `json:"name"`
 	Explain string `json:"explain,omitempty"`
 	// CanTrip and CanResume say which controls the source supports.
-	CanTrip   bool                                `json:"can_trip,omitempty"`
-	CanResume bool                                `json:"can_resume,omitempty"`
-	Breakers  table[breakwater.BreakerSnapshot]   `json:"breakers"`
-	Pauses    table[breakwater.PauseSnapshot]     `json:"pauses"`
-	Buckets   table[breakwater.RateLimitSnapshot] `json:"buckets"`
-	Bulkheads table[breakwater.BulkheadSnapshot]  `json:"bulkheads"`
-	// Insights is absent when no breakwater.Insights observes the source.
-	Insights []breakwater.Insight `json:"insights,omitzero"`
+	CanTrip   bool `json:"can_trip,omitempty"`
+	CanResume bool `json:"can_resume,omitempty"`
+	// A table is absent when the source holds no such component.
+	Breakers  *table[breakwater.BreakerSnapshot]   `json:"breakers,omitempty"`
+	Pauses    *table[breakwater.PauseSnapshot]     `json:"pauses,omitempty"`
+	Buckets   *table[breakwater.RateLimitSnapshot] `json:"buckets,omitempty"`
+	Bulkheads *table[breakwater.BulkheadSnapshot]  `json:"bulkheads,omitempty"`
+	// Insights is absent when no breakwater.WithInsights observes the
+	// source; InsightsOff is set for a Transport without them.
+	Insights    []breakwater.Insight `json:"insights,omitzero"`
+	InsightsOff bool                 `json:"insights_off,omitempty"`
 }
 
 // table is one page of a ranked, filtered list of per-key states.
@@ -97,29 +102,41 @@ func (p *Page) serveState(w http.ResponseWriter, r *http.Request) {
 
 func (p *Page) state(q query) state {
 	st := state{Title: p.cfg.title, At: time.Now(), Refresh: p.cfg.refresh.Seconds(), Controls: p.cfg.controls, Limit: q.limit, Sources: []sourceState{}}
+	st.Trouble = troubleState{Counts: map[string]int{}, Rows: []troubleRow{}}
 	for i, src := range p.cfg.sources {
 		if q.source != "" && q.source != src.name {
 			continue
 		}
 		snap := src.snap.Snapshot()
-		ss := sourceState{Name: src.name, Explain: src.explain, Insights: snap.Insights}
-		ss.CanTrip = breakersOf(src.snap) != nil
-		ss.CanResume = pauseGatesOf(src.snap) != nil
+		st.Trouble.add(i, src.name, snap, st.At)
+		_, transport := src.snap.(*breakwater.Transport)
+		ss := sourceState{Name: src.name, Explain: src.explain, Insights: snap.Insights, InsightsOff: transport && snap.Insights == nil}
+		bs, gates := breakersOf(src.snap), pauseGatesOf(src.snap)
+		ss.CanTrip, ss.CanResume = bs != nil, gates != nil
 		prefix := strconv.Itoa(i) + "."
-		ss.Breakers = page(snap.Breakers, q, q.offsets[prefix+"breakers"],
-			func(b breakwater.BreakerSnapshot) string { return b.Key }, compareBreakers,
-			func(b breakwater.BreakerSnapshot) string { return b.StateName })
-		ss.Pauses = page(snap.Pauses, q, q.offsets[prefix+"pauses"],
-			func(s breakwater.PauseSnapshot) string { return s.Key }, comparePauses,
-			func(s breakwater.PauseSnapshot) string { return flag(s.Paused, "paused") })
-		ss.Buckets = page(snap.RateLimiters, q, q.offsets[prefix+"buckets"],
-			func(s breakwater.RateLimitSnapshot) string { return s.Key }, compareBuckets,
-			func(s breakwater.RateLimitSnapshot) string { return flag(s.Limited, "limited") })
-		ss.Bulkheads = page(snap.Bulkheads, q, q.offsets[prefix+"bulkheads"],
-			func(s breakwater.BulkheadSnapshot) string { return s.Key }, compareBulkheads,
-			func(s breakwater.BulkheadSnapshot) string { return flag(s.Saturated, "saturated") })
+		if bs != nil || len(snap.Breakers) > 0 {
+			ss.Breakers = page(snap.Breakers, q, q.offsets[prefix+"breakers"],
+				func(b breakwater.BreakerSnapshot) string { return b.Key }, compareBreakers,
+				func(b breakwater.BreakerSnapshot) string { return b.StateName })
+		}
+		if gates != nil || len(snap.Pauses) > 0 {
+			ss.Pauses = page(snap.Pauses, q, q.offsets[prefix+"pauses"],
+				func(s breakwater.PauseSnapshot) string { return s.Key }, comparePauses,
+				func(s breakwater.PauseSnapshot) string { return flag(s.Paused, "paused") })
+		}
+		if _, ok := src.snap.(*breakwater.RateLimiters); ok || len(snap.RateLimiters) > 0 {
+			ss.Buckets = page(snap.RateLimiters, q, q.offsets[prefix+"buckets"],
+				func(s breakwater.RateLimitSnapshot) string { return s.Key }, compareBuckets,
+				func(s breakwater.RateLimitSnapshot) string { return flag(s.Limited, "limited") })
+		}
+		if _, ok := src.snap.(*breakwater.Bulkheads); ok || len(snap.Bulkheads) > 0 {
+			ss.Bulkheads = page(snap.Bulkheads, q, q.offsets[prefix+"bulkheads"],
+				func(s breakwater.BulkheadSnapshot) string { return s.Key }, compareBulkheads,
+				func(s breakwater.BulkheadSnapshot) string { return flag(s.Saturated, "saturated") })
+		}
 		st.Sources = append(st.Sources, ss)
 	}
+	st.Trouble.finish()
 	return st
 }
 
@@ -133,8 +150,8 @@ func flag(on bool, name string) string {
 // page ranks rows by compare, keeps those whose key contains the filter,
 // and returns limit of them from offset, with counts by class over all
 // rows. It sorts indices, not the (large) rows themselves.
-func page[T any](rows []T, q query, offset int, key func(T) string, compare func(a, b T) int, class func(T) string) table[T] {
-	t := table[T]{Total: len(rows), Counts: map[string]int{}, Rows: []T{}}
+func page[T any](rows []T, q query, offset int, key func(T) string, compare func(a, b T) int, class func(T) string) *table[T] {
+	t := &table[T]{Total: len(rows), Counts: map[string]int{}, Rows: []T{}}
 	kept := make([]int32, 0, len(rows))
 	for i := range rows {
 		if c := class(rows[i]); c != "" {
