@@ -82,6 +82,7 @@
   }
 
   function tableOf(id, caption, t, headers, row, limit, empty) {
+    if (!t) return null; // the source holds no such component
     const section = el('div', { class: 'table', 'data-table': id.split('.')[1] });
     const counts = Object.entries(t.counts || {}).map(([k, v]) => `${v} ${stateLabel[k] || k}`).join(', ');
     section.append(el('h3', {}, caption, counts ? el('span', { class: 'muted' }, ' · ' + counts) : null));
@@ -112,7 +113,16 @@
     trip: 'tripped by hand',
     reset: 'reset by hand',
     recovery_signal: 'a recovery signal',
+    cluster: 'set by another replica',
   };
+
+  // failures is what a breaker's failures cell says: the count against its
+  // threshold while closed, the count that opened it otherwise.
+  function failures(b) {
+    if (b.state === 'closed') return threshold(b);
+    if (b.opened_on) return el('span', { title: `the ${b.opened_on} failures that opened it; ${b.threshold} open it` }, `opened on ${b.opened_on} / ${b.threshold}`);
+    return 'none: forced open';
+  }
 
   function why(b) {
     const parts = [];
@@ -127,7 +137,7 @@
       el('td', {}, pill(b.state)),
       el('td', {}, ago(b.since, now)),
       el('td', { class: 'why' }, why(b)),
-      el('td', {}, b.state === 'closed' ? threshold(b) : ''),
+      el('td', {}, failures(b)),
       el('td', {}, b.state === 'open' ? duration(b.remaining_seconds) : b.state === 'half_open' ? `${b.probes_in_flight} probing, ${b.probe_successes} ok` : ''),
       el('td', { class: 'num' }, b.opens || ''),
       s.controls && src.can_trip ? el('td', { class: 'ctls' },
@@ -161,10 +171,11 @@
   }
 
   function insightsOf(src) {
+    if (!src.insights && !src.insights_off) return null; // the source cannot have any
     const box = el('div', { class: 'insights' }, el('h3', {}, 'insights'));
     const list = src.insights || [];
     if (!list.length) {
-      box.append(el('p', { class: 'muted' }, src.insights ? 'Nothing to report: the counters show no trouble.' : 'No insights: attach a breakwater.Insights observer to the transport to see them here.'));
+      box.append(el('p', { class: 'muted' }, src.insights ? 'No finding: the counters of the last 5 minutes show nothing unusual.' : 'Insights are off: breakwater.WithInsights(true) on the transport turns them on.'));
       return box;
     }
     const ul = el('ul');
@@ -186,9 +197,19 @@
         bucketRow, pageSize, 'No token bucket.'),
       tableOf(id('bulkheads'), 'bulkheads', src.bulkheads, ['key', 'in flight', 'queued', 'full'],
         bulkheadRow, pageSize, 'No bulkhead.'));
+    if (!state.children.length) state.append(el('p', { class: 'muted' }, 'Nothing held yet: this source shows no breaker, pause, token bucket or bulkhead.'));
     const grid = el('div', { class: 'grid' }, state);
     if (src.explain) grid.append(el('aside', { class: 'explain' }, el('h3', {}, 'configuration'), el('pre', {}, src.explain)));
     return el('section', { class: 'source', 'data-source': src.name }, el('h2', {}, src.name), grid, insightsOf(src));
+  }
+
+  // stale says, at the head of the page, that what it shows may no longer
+  // be true.
+  function stale() {
+    const t = document.getElementById('trouble');
+    if (t.querySelector('.stale')) return;
+    const at = document.body.dataset.updated;
+    t.prepend(el('p', { class: 'stale' }, 'Not updating: what this page shows is from ' + (at ? new Date(at).toLocaleTimeString() : 'before it loaded') + ', and may no longer be true.'));
   }
 
   function setConn(ok, message) {
@@ -197,14 +218,50 @@
     c.textContent = ok ? '' : message || 'not updating';
   }
 
+  const troubleWords = {
+    breaker_open: 'open breaker', breaker_half_open: 'half-open breaker', paused: 'pause',
+    retry_budget_spent: 'spent retry budget', bulkhead_saturated: 'full bulkhead',
+  };
+  const troubleOrder = Object.keys(troubleWords);
+
+  // troubleOf draws the head of the page: every key in trouble, worst
+  // first, or that there is none.
+  function troubleOf(s) {
+    const t = s.trouble || { counts: {}, total: 0, rows: [], findings: 0 };
+    const box = el('section', { id: 'trouble', 'data-total': t.total });
+    const none = 'no breaker open or half-open, no pause, no retry budget spent, no bulkhead full';
+    const findings = t.findings ? `${t.findings} ${t.findings === 1 ? 'insight' : 'insights'} below` : '';
+    if (!s.sources.length) {
+      box.append(el('p', { class: 'muted' }, 'No source: give status.New a status.Source.'));
+      return box;
+    }
+    if (!t.total) {
+      box.className = findings ? 'calm' : 'ok';
+      box.append(el('p', {}, findings ? `No trouble now (${none}); ${findings}.` : `Nothing to report: ${none}, no insight.`));
+      return box;
+    }
+    box.className = 'bad';
+    const counts = troubleOrder.filter((k) => t.counts[k]).map((k) => `${t.counts[k]} ${troubleWords[k]}${t.counts[k] === 1 ? '' : 's'}`);
+    box.append(el('h2', {}, 'trouble', el('span', { class: 'muted' }, ' · ' + counts.join(', ') + (findings ? '; ' + findings : ''))));
+    const ol = el('ol');
+    for (const r of t.rows) {
+      ol.append(el('li', { class: 'trouble ' + r.kind, 'data-kind': r.kind, 'data-source': r.source, 'data-key': r.key },
+        el('span', { class: 'pill ' + r.kind }, r.what), ' ', el('span', { class: 'key' }, r.key),
+        s.sources.length > 1 || s.sources[0].name !== r.source ? el('span', { class: 'muted' }, ' in ' + r.source) : null,
+        ': ', r.detail));
+    }
+    box.append(ol);
+    if (t.total > t.rows.length) box.append(el('p', { class: 'muted' }, `and ${t.total - t.rows.length} more, in the tables below`));
+    return box;
+  }
+
   function render(s) {
     document.getElementById('title').textContent = s.title;
     document.title = s.title + ' status';
     document.getElementById('updated').textContent = 'updated ' + new Date(s.at).toLocaleTimeString() + `, every ${duration(s.refresh_seconds)}`;
+    document.getElementById('trouble').replaceWith(troubleOf(s));
     const main = document.getElementById('sources');
-    const sections = s.sources.map((src, i) => sourceOf(src, i, s));
-    if (!sections.length) sections.push(el('p', { class: 'muted' }, 'No source: give status.New a status.Source.'));
-    main.replaceChildren(...sections);
+    main.replaceChildren(...s.sources.map((src, i) => sourceOf(src, i, s)));
     for (const f of main.querySelectorAll('.fill')) f.style.width = f.dataset.pct + '%';
     document.body.dataset.updated = s.at;
   }
@@ -228,6 +285,7 @@
       setConn(true);
     } catch (e) {
       setConn(false, 'not updating: ' + e.message);
+      stale();
     } finally {
       busy = false;
       timer = setTimeout(poll, again ? 0 : refresh * 1000);
