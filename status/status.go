@@ -1,8 +1,14 @@
-// Package status serves a live status page for breakwater: every breaker
-// (its state, since when and why, its failures against the threshold, the
-// time left before it lets a probe through), every pause, token bucket and
-// bulkhead, per key, refreshed while you look, with each configuration's
-// Explain beside it and the insights below.
+// Package status serves a live status page for breakwater. Its head says
+// what is wrong now, worst first, over every key of every source: open
+// breakers, half-open ones, pauses under way, spent retry budgets and
+// full bulkheads, each in plain words (see the Trouble kinds), or
+// "Nothing to report" when none is and no insight has a finding. Below
+// it, per source, the tables of what the source holds: every breaker
+// (its state, since when and why, its failures against the threshold or
+// the count that opened it, the time left before it lets a probe
+// through), every pause, token bucket and bulkhead, per key, refreshed
+// while you look, with each configuration's Explain beside it and, for a
+// Transport, the insights of [breakwater.WithInsights] below.
 //
 // The page is one self-contained HTML document with its script and style
 // served by the same handler: nothing is loaded from anywhere else, so it
@@ -31,7 +37,8 @@
 // The controls do not authenticate anyone: put the admin listener behind
 // your own authentication when more than trusted people can reach it.
 //
-// Output is bounded: each table shows at most a page of rows (50 by
+// Output is bounded: the head lists at most [TroubleRows] keys and
+// counts the rest; each table shows at most a page of rows (50 by
 // default, 500 at most), ranked by trouble (open breakers first, then
 // half-open ones, then the most failures; active pauses; limited buckets;
 // saturated bulkheads), with counts of the rest, a filter and paging, so
