@@ -149,6 +149,7 @@ func (b *Breaker) openElapsed(gen uint64) {
 		return
 	}
 	b.toHalfOpenLocked(ReasonOpenElapsed)
+	b.since = b.openUntil.Load() // half-open since the open time elapsed, not since asked
 	b.mu.Unlock()
 	b.bs.flush()
 }

@@ -47,7 +47,7 @@ func TestTroubleWorstFirst(t *testing.T) {
 			t.Fatal(err)
 		}
 		reg.bs.Get("half").Trip(time.Second)
-		time.Sleep(time.Second)
+		time.Sleep(2 * time.Second)
 		for range 5 {
 			reg.bs.Get("open").RecordFailure(bw.ServerError)
 		}
@@ -84,7 +84,7 @@ func TestTroubleWorstFirst(t *testing.T) {
 		}
 		want := []string{
 			"breaker_open registry open: breaker open: rejects calls for 5s more, then lets a probe through; opened on 5 failures (threshold 5) 0s ago; last failure: server error",
-			"breaker_half_open registry half: breaker half-open: admits only probes: 0 in flight, 0 succeeded; open time elapsed 0s ago",
+			"breaker_half_open registry half: breaker half-open: admits only probes: 0 in flight, 0 succeeded; open time elapsed 1s ago",
 			"paused registry paused: paused: holds its calls for 1m0s more",
 			"retry_budget_spent outbound http://upstream.test: retry budget spent: 3 retries on 6 calls, 0.6000000000000001 allowed: failures return unretried",
 			"bulkhead_saturated inbound full: bulkhead full: 1 of 1 slots taken",
