@@ -162,7 +162,8 @@ func problemDetail(m Mechanism) string {
 }
 
 // Error is the error of a call that breakwater refused, that one of its
-// timeouts ended, or that gave up after retrying. It matches its sentinel
+// timeouts ended, that gave up after retrying, or that a safety rule kept
+// from retrying (NotRetried). It matches its sentinel
 // with errors.Is (see the table above: a half-open rejection matches
 // [ErrHalfOpenBusy] and [ErrCircuitOpen], a timeout its own sentinel and
 // [context.DeadlineExceeded]), unwraps to the error beneath it, and is a
@@ -170,9 +171,11 @@ func problemDetail(m Mechanism) string {
 // transport's, ended the call, after any number of retries.
 //
 // A [Transport] returns an *Error for every error of a call that made
-// more than one attempt, and for each of its own refusals and timeouts;
-// the error of a single attempt that failed on its own (a connection
-// refused, say) is returned unwrapped. The values a breaker returns for
+// more than one attempt, for each of its own refusals and timeouts, and
+// for every error that a safety rule kept from being retried; the error of
+// a single attempt that failed on its own (a connection refused, say) and
+// that nothing kept from a retry (its attempts ran out) is returned
+// unwrapped. The values a breaker returns for
 // its rejections are shared and must not be modified. An Error made by
 // hand (a test's stand-in for a refusal) matches the first sentinel of
 // its Mechanism in the table.
@@ -198,6 +201,14 @@ type Error struct {
 	// Injected marks a breaker rejection made by fault injection (see
 	// [WithFaultInjection]): a rehearsal, not an outage.
 	Injected bool
+	// NotRetried names the safety rule that kept the call from retrying
+	// the attempt whose error it returns, although its outcome called for
+	// a retry: [ReasonNotIdempotent] (a POST without an Idempotency-Key
+	// that may have reached the server), [ReasonBodyNotReplayable] or
+	// [ReasonBodyTooLarge], and the message ends with "(not retried: …)";
+	// empty otherwise. A call that returns a response has no error:
+	// [CallReport] says the same of it.
+	NotRetried Reason
 
 	sentinel error // the table row's; nil after retries on another error
 	shared   bool  // a breaker's value: copy before setting Attempts
@@ -223,7 +234,24 @@ func (e *Error) Error() string {
 		fmt.Fprintf(&b, "breakwater: giving up on %q after %d attempts: ", e.Key, e.Attempts)
 	}
 	e.describe(&b)
+	if e.NotRetried != "" {
+		b.WriteString(" (not retried: " + notRetriedText(e.NotRetried) + ")")
+	}
 	return b.String()
+}
+
+// notRetriedText says in words why a safety rule kept a call from
+// retrying.
+func notRetriedText(r Reason) string {
+	switch r {
+	case ReasonNotIdempotent:
+		return "the method is not idempotent and the request has no Idempotency-Key"
+	case ReasonBodyNotReplayable:
+		return "the body cannot be replayed: no GetBody, and WithBodyBuffering is off"
+	case ReasonBodyTooLarge:
+		return "the body cannot be replayed: no GetBody, and it exceeds the WithBodyBuffering limit"
+	}
+	return string(r)
 }
 
 // describe writes what refused or ended the call.

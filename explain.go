@@ -82,6 +82,16 @@ func (t *Transport) Explain() string {
 		false: "GET, HEAD, OPTIONS, TRACE, PUT, DELETE and requests with an Idempotency-Key; others only when provably unsent",
 		true:  "every method (WithRetryNonIdempotent)",
 	}[c.retryNonIdempotent])
+	if c.maxAttempts > 1 {
+		if !c.retryNonIdempotent {
+			line(2, "sent once", "a POST, PATCH or other method without an Idempotency-Key, unless provably unsent: not idempotent (WithRetryNonIdempotent is off)")
+		}
+		if c.bufferBodies > 0 {
+			line(2, "sent once", "a body without GetBody longer than %d bytes: not replayable (the WithBodyBuffering limit)", c.bufferBodies)
+		} else {
+			line(2, "sent once", "a body without GetBody: not replayable (WithBodyBuffering is off)")
+		}
+	}
 	if c.budget {
 		line(2, "retry budget", "%.0f%% of calls + %s/s per key over %s; a retry that succeeds is given back", c.budgetRatio*100, strconv.FormatFloat(c.budgetFloor, 'f', -1, 64), formatDuration(c.budgetWindow))
 	} else {
@@ -264,5 +274,10 @@ func (t *Transport) explainHedging(b *strings.Builder, line func(indent int, lab
 		line(2, "hedges", "up to %d per call, counted as attempts, admitted without waiting", h.maxHedges)
 		line(2, "budget", "%.0f%% extra requests per key over %s, and the retry budget", h.budget*100, formatDuration(hedgeWindow))
 		line(2, "applies to", "requests that may be repeated, with bodies GetBody replays")
+		body := "a body without GetBody"
+		if c.bufferBodies > 0 {
+			body += fmt.Sprintf(" longer than %d bytes", c.bufferBodies)
+		}
+		line(2, "not hedged", "a POST, PATCH or other method without an Idempotency-Key or RequestPolicy.Idempotent (WithRetryNonIdempotent does not count); %s", body)
 	}
 }

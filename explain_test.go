@@ -69,6 +69,8 @@ func ExampleTransport_Explain() {
 	//     attempts         up to 3
 	//     delays           up to 100ms, 200ms (jittered below that), never shorter than a Retry-After
 	//     idempotency      GET, HEAD, OPTIONS, TRACE, PUT, DELETE and requests with an Idempotency-Key; others only when provably unsent
+	//     sent once        a POST, PATCH or other method without an Idempotency-Key, unless provably unsent: not idempotent (WithRetryNonIdempotent is off)
+	//     sent once        a body without GetBody: not replayable (WithBodyBuffering is off)
 	//     retry budget     20% of calls + 3/s per key over 10s; a retry that succeeds is given back
 	//     call timeout     30s
 	//     attempt timeout  10s

@@ -207,7 +207,9 @@ func (s *hedgeState) delayFor(now int64, h *hedging) (time.Duration, bool) {
 // [RequestPolicy.Idempotent]; and a body, if any, that GetBody can replay.
 // Every copy carries the same bytes. [WithRetryNonIdempotent] does not make
 // a request hedgeable: a POST without a key is never hedged, whatever the
-// retry options.
+// retry options. A call that a safety rule keeps from being hedged says so
+// as it starts: an [EventHedgeSkipped] and [CallReport].NotHedged name the
+// rule.
 //
 // The first acceptable answer wins: any answer but a failure the retry
 // loop would retry (an answer the loop would retry waits for the other

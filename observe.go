@@ -50,11 +50,26 @@ const (
 	// (Mechanism, the component's; Err, what and what to do), reported
 	// once per component, with the context of the request that showed it.
 	// A [Shedder] behind an http.Server without ReadTimeout or
-	// WriteTimeout reports one.
+	// WriteTimeout reports one. A [Transport] reports its own hazards
+	// while it is built, before NewTransport returns, with
+	// context.Background and Reason naming the hazard:
+	// [ReasonRetriesDoNotFit] (Mechanism [MechTimeout]) and
+	// [ReasonStackedTransport].
 	EventWarning
+	// EventRetrySkipped: an attempt's outcome called for a retry (Attempt,
+	// Category, Status) and a safety rule kept the call from making it
+	// (Reason: [ReasonNotIdempotent], [ReasonBodyNotReplayable] or
+	// [ReasonBodyTooLarge]); the call ends with that attempt's result.
+	// Limits that end a call (its attempts, its deadline, the retry
+	// budget) are not safety rules: they report as before.
+	EventRetrySkipped
+	// EventHedgeSkipped: a Transport with [WithHedging] will not hedge the
+	// call that has just started ([EventCallStart]), because of a safety
+	// rule (Reason, as for EventRetrySkipped).
+	EventHedgeSkipped
 )
 
-var eventKindNames = [...]string{"", "call_start", "attempt", "retry", "call_end", "transition", "reject", "wait", "request", "health", "hedge", "warning"}
+var eventKindNames = [...]string{"", "call_start", "attempt", "retry", "call_end", "transition", "reject", "wait", "request", "health", "hedge", "warning", "retry_skipped", "hedge_skipped"}
 
 // String returns the kind's lower-case name.
 func (k EventKind) String() string {
@@ -125,9 +140,11 @@ type Event struct {
 	// Endpoint is the [Failover] endpoint an attempt went to, or the one
 	// that answered a call; empty without failover.
 	Endpoint string
-	// Health and Reason are set for EventHealth: the endpoint's new tier
-	// and why.
+	// Health is set for EventHealth: the endpoint's new tier.
 	Health Health
+	// Reason says why: an endpoint's health changed (EventHealth), the
+	// safety rule of an EventRetrySkipped or EventHedgeSkipped, a
+	// Transport's hazard (EventWarning).
 	Reason Reason
 }
 
@@ -190,9 +207,11 @@ func transitionReporter(o Observer) func(Transition) {
 }
 
 // LogObserver returns an [Observer] that logs to l: breaker transitions,
-// endpoint ejections and warnings ([EventWarning]) at Warn, endpoints coming back at Info, rejections at
-// Info (at most one per key and mechanism per interval, default 10 s, with
-// the number suppressed), retries and hedges sent at Debug.
+// endpoint ejections and warnings ([EventWarning]) at Warn, endpoints
+// coming back at Info, rejections at Info (at most one per key and
+// mechanism per interval, default 10 s, with the number suppressed),
+// retries and hedges sent, and retries and hedges a safety rule skipped,
+// at Debug.
 // A nil l returns nil (silent).
 func LogObserver(l *slog.Logger, interval time.Duration) Observer {
 	if l == nil {
@@ -255,6 +274,9 @@ func (lo *logObserver) Observe(ctx context.Context, e Event) {
 		lo.l.LogAttrs(ctx, slog.LevelInfo, "breakwater: rejected", attrs...)
 	case EventWarning:
 		attrs := []slog.Attr{slog.String("mechanism", string(e.Mechanism))}
+		if e.Reason != "" {
+			attrs = append(attrs, slog.String("reason", string(e.Reason)))
+		}
 		if e.Err != nil {
 			attrs = append(attrs, slog.String("warning", e.Err.Error()))
 		}
@@ -269,6 +291,15 @@ func (lo *logObserver) Observe(ctx context.Context, e Event) {
 		if lo.l.Enabled(ctx, slog.LevelDebug) {
 			lo.l.LogAttrs(ctx, slog.LevelDebug, "breakwater: retrying", slog.String("key", e.Key), slog.Int("attempt", e.Attempt),
 				slog.String("category", e.Category.String()), slog.Int("status", e.Status), slog.Duration("delay", e.Delay))
+		}
+	case EventRetrySkipped:
+		if lo.l.Enabled(ctx, slog.LevelDebug) {
+			lo.l.LogAttrs(ctx, slog.LevelDebug, "breakwater: not retried", slog.String("key", e.Key), slog.Int("attempt", e.Attempt),
+				slog.String("category", e.Category.String()), slog.Int("status", e.Status), slog.String("reason", string(e.Reason)))
+		}
+	case EventHedgeSkipped:
+		if lo.l.Enabled(ctx, slog.LevelDebug) {
+			lo.l.LogAttrs(ctx, slog.LevelDebug, "breakwater: not hedged", slog.String("key", e.Key), slog.String("reason", string(e.Reason)))
 		}
 	case EventHedge:
 		if lo.l.Enabled(ctx, slog.LevelDebug) {

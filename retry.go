@@ -29,6 +29,91 @@ func idempotent(req *http.Request) bool {
 
 func hasBody(req *http.Request) bool { return req.Body != nil && req.Body != http.NoBody }
 
+// Safety rules: the reasons a request is sent once, though its outcome
+// called for a retry ([EventRetrySkipped], [Error].NotRetried,
+// [CallReport].NotRetried), or is not hedged ([EventHedgeSkipped],
+// [CallReport].NotHedged).
+const (
+	// ReasonNotIdempotent: the method is not idempotent (POST, PATCH,
+	// CONNECT, …) and the request carries no Idempotency-Key or
+	// X-Idempotency-Key header; nor did [WithRetryNonIdempotent] or the
+	// request's [RequestPolicy].Idempotent declare it safe to repeat (only
+	// the policy counts for a hedge). Such a request is retried only when
+	// its attempt provably never reached the server.
+	ReasonNotIdempotent Reason = "not_idempotent"
+	// ReasonBodyNotReplayable: the request has a body and no GetBody to
+	// send it again, and [WithBodyBuffering] is off.
+	ReasonBodyNotReplayable Reason = "body_not_replayable"
+	// ReasonBodyTooLarge: the request has a body and no GetBody, and the
+	// body is longer than the [WithBodyBuffering] limit (or could not be
+	// read), so it was sent unbuffered.
+	ReasonBodyTooLarge Reason = "body_too_large"
+)
+
+// notRepeatable returns the safety rule that keeps req, whose call may
+// repeat it when byPolicy, from being sent twice, or "".
+func (t *Transport) notRepeatable(req *http.Request, byPolicy bool) Reason {
+	switch {
+	case !(byPolicy || idempotent(req)):
+		return ReasonNotIdempotent
+	case hasBody(req) && req.GetBody == nil:
+		return t.bodyRule()
+	}
+	return ""
+}
+
+// bodyRule is the safety rule of a body that cannot be replayed.
+func (t *Transport) bodyRule() Reason {
+	if t.cfg.bufferBodies > 0 {
+		return ReasonBodyTooLarge
+	}
+	return ReasonBodyNotReplayable
+}
+
+// CallReport tells the caller what a [Transport] decided about one call
+// that its response and error do not show: the safety rule that kept it
+// from being retried or hedged. Attach it to the request's context with
+// [WithCallReport] and read it once RoundTrip (or http.Client.Do) has
+// returned; for a call that returns an error, [Error].NotRetried says the
+// same.
+type CallReport struct {
+	// NotRetried names the safety rule that kept the call from retrying an
+	// attempt whose outcome called for a retry (a 503, a reset after the
+	// request was sent, an attempt timeout), which the call then returned:
+	// [ReasonNotIdempotent], [ReasonBodyNotReplayable] or
+	// [ReasonBodyTooLarge]. Empty when no rule stopped a retry.
+	NotRetried Reason
+	// NotHedged names the safety rule that kept a Transport with
+	// [WithHedging] from hedging the call; empty when it could be hedged
+	// (whether or not a hedge was sent) or hedging is off.
+	NotHedged Reason
+}
+
+type callReportKey struct{}
+
+// WithCallReport returns a context that makes a [Transport] fill r for the
+// calls made with it. Fields are set, never cleared: give each call its
+// own report, and read it only after the call's RoundTrip returned.
+// Without one, a call costs nothing more.
+func WithCallReport(ctx context.Context, r *CallReport) context.Context {
+	return context.WithValue(ctx, callReportKey{}, r)
+}
+
+// report returns the call's report, or nil; it is looked up only when a
+// rule applies, so that calls pay nothing for it.
+func (c *call) report() *CallReport {
+	r, _ := c.ctx.Value(callReportKey{}).(*CallReport)
+	return r
+}
+
+// skipRetry records that rule kept the call from retrying.
+func (c *call) skipRetry(rule Reason) {
+	c.notRetried = rule
+	if r := c.report(); r != nil {
+		r.NotRetried = rule
+	}
+}
+
 // retryBudget limits retries per key to ratio × calls plus floor per second
 // over a sliding window, so an outage cannot multiply the load on an
 // upstream by the attempt count. A retry that succeeds is given back: the
@@ -183,6 +268,9 @@ func RetryStage(opts ...Option) (Stage, error) {
 func (t *Transport) run(c *call) (*http.Response, error) {
 	if t.obs != nil {
 		t.emit(c, &Event{Kind: EventCallStart})
+		if c.notHedged != "" {
+			t.emit(c, &Event{Kind: EventHedgeSkipped, Reason: c.notHedged})
+		}
 	}
 	for {
 		c.attempts++
@@ -274,7 +362,27 @@ func (c *call) settle() {
 	}
 }
 
-// fail builds the error a call returns (see [Error]): one of our own
+// fail builds the error a call returns (see [Error]), naming the safety
+// rule that kept it from retrying, if one did: see failed.
+func (c *call) fail(err error, budget bool) error {
+	err = c.failed(err, budget)
+	if c.notRetried == "" {
+		return err
+	}
+	e, ours := err.(*Error)
+	if !ours {
+		return &Error{Key: c.name, Attempts: c.made, Err: err, NotRetried: c.notRetried}
+	}
+	if e.shared {
+		cp := *e
+		cp.shared = false
+		e = &cp
+	}
+	e.NotRetried = c.notRetried
+	return e
+}
+
+// failed builds the error a call returns (see [Error]): one of our own
 // counted for the call; an error of the upstream's itself when at most one
 // attempt was made, else wrapped with the attempts made; wrapped in the
 // retry budget's refusal when that stopped the call, unless a timeout of
@@ -284,7 +392,7 @@ func (c *call) settle() {
 // timeout left no room for another attempt is the call timeout's: the call
 // ran out of time, whether or not a retry's jittered wait would have
 // fitted.
-func (c *call) fail(err error, budget bool) error {
+func (c *call) failed(err error, budget bool) error {
 	e, ours := err.(*Error)
 	switch {
 	case budget && !(ours && e.Mechanism == MechTimeout):
@@ -353,8 +461,10 @@ func (t *Transport) decide(c *call, a *attemptResult, now int64) (wait time.Dura
 	case c.attempts >= c.pol.MaxAttempts:
 		return 0, false, false, nil
 	case !(c.pol.Idempotent || idempotent(c.req) || o.NotSent):
+		c.skipRetry(ReasonNotIdempotent)
 		return 0, false, false, nil
 	case hasBody(c.req) && c.req.GetBody == nil:
+		c.skipRetry(t.bodyRule())
 		return 0, false, false, nil
 	case o.RetryAfterTooLong && !elsewhere:
 		return 0, false, false, nil

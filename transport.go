@@ -373,6 +373,9 @@ type call struct {
 	ep         *endpoint // the endpoint of the attempt being admitted
 	deposited  bool      // the call was counted in its retry budget
 	rounds     int       // rounds of the retry loop: 1 + the retries decided
+	// notRetried and notHedged name the safety rules that kept the call
+	// from retrying an attempt or from being hedged; "" when none did.
+	notRetried, notHedged Reason
 }
 
 // RoundTrip runs one call through the chain. See [Transport].
@@ -427,9 +430,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if t.cfg.hedging != nil || t.eps != nil {
 		c.repeatable = replayable(c.req, c.pol.Idempotent)
-		if t.cfg.hedging != nil && replayable(c.req, declared) && c.pol.MaxAttempts > 1 {
-			c.hedge = t.keys.Get(c.name).hedging()
-			c.hedge.deposit(c.start)
+		if t.cfg.hedging != nil && c.pol.MaxAttempts > 1 {
+			if rule := t.notRepeatable(c.req, declared); rule == "" {
+				c.hedge = t.keys.Get(c.name).hedging()
+				c.hedge.deposit(c.start)
+			} else {
+				c.notHedged = rule
+				if r := c.report(); r != nil {
+					r.NotHedged = rule
+				}
+			}
 		}
 	}
 	if t.stage {
@@ -501,6 +511,8 @@ func (t *Transport) observeAttempt(c *call, a *attemptResult, retry bool, wait t
 	switch {
 	case retry:
 		t.emit(c, &Event{Kind: EventRetry, Attempt: a.n, Category: a.o.Category, Status: a.o.Status, Delay: wait, Endpoint: ep})
+	case c.notRetried != "":
+		t.emit(c, &Event{Kind: EventRetrySkipped, Attempt: a.n, Category: a.o.Category, Status: a.o.Status, Endpoint: ep, Reason: c.notRetried})
 	case budget:
 		t.emit(c, &Event{Kind: EventReject, Attempt: a.n, Mechanism: MechRetryBudget, Err: ErrRetryBudget, Endpoint: ep})
 	}

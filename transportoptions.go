@@ -173,7 +173,9 @@ func (c *config) setBackoff(b Backoff) {
 // apply on top: our own rejections and the caller's cancellation are
 // never retried, non-idempotent requests only when provably not sent,
 // bodies only when replayable, and never past the deadline or the retry
-// budget. A panicking fn means "do not retry". It configures
+// budget; a retry fn asked for that a safety rule skips is reported
+// ([EventRetrySkipped], [Error].NotRetried, [CallReport]). A panicking fn
+// means "do not retry". It configures
 // [NewTransport] and [RetryStage].
 //
 // [go-retryablehttp]: https://pkg.go.dev/github.com/hashicorp/go-retryablehttp#CheckRetry
@@ -183,7 +185,10 @@ func WithRetryIf(fn func(ctx context.Context, resp *http.Response, err error) (b
 
 // WithRetryNonIdempotent, when on, retries requests whose method is not
 // idempotent (POST, PATCH, …) and that carry no Idempotency-Key. Only do
-// this when the upstream deduplicates them some other way. It only
+// this when the upstream deduplicates them some other way. Off, such a
+// request is sent once, and a retry its outcome called for is reported
+// with [ReasonNotIdempotent] ([EventRetrySkipped], [Error].NotRetried,
+// [CallReport]). It only
 // retries: such a request is never hedged ([WithHedging]), since a hedge
 // repeats a request that has not failed. It configures [NewTransport] and
 // [RetryStage]. Default: off.
@@ -193,7 +198,8 @@ func WithRetryNonIdempotent(on bool) Option {
 
 // WithBodyBuffering lets requests whose body has no GetBody be retried by
 // buffering bodies of up to max bytes in memory. A longer body is sent once,
-// unbuffered and unchanged. The body is read when RoundTrip starts, before
+// unbuffered and unchanged, and a retry its outcome called for is reported
+// with [ReasonBodyTooLarge] (with no buffering, [ReasonBodyNotReplayable]). The body is read when RoundTrip starts, before
 // any timeout applies, so a body source that stalls holds the call: buffer
 // only bodies that are already in memory or on disk. It configures
 // [NewTransport] and [RetryStage]. Default: 0, no buffering (such requests
