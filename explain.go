@@ -46,6 +46,24 @@ func (c *config) worstPlan() time.Duration {
 	return total
 }
 
+// attemptsFit returns how many attempts of a call the call timeout leaves
+// room for when every wait between them is its longest (the plan): the
+// retry loop makes attempt n+1 only when the wait before it ends before
+// the call's deadline. Attempts take time too, so it is a bound; n, the
+// waits before attempt n+1 added up, is returned too (0 when all fit).
+func (c *config) attemptsFit() (n int, waits time.Duration) {
+	if c.callTimeout <= 0 {
+		return c.maxAttempts, 0
+	}
+	for i, d := range c.plan() {
+		waits = time.Duration(addSat(int64(waits), int64(max(0, d))))
+		if waits >= c.callTimeout {
+			return i + 1, waits
+		}
+	}
+	return c.maxAttempts, 0
+}
+
 // Explain describes in plain words what the transport will do, with its
 // defaults resolved: the retry plan, when the breaker opens and for how
 // long, which state is shared with other replicas, and what a fully
@@ -65,7 +83,16 @@ func (t *Transport) Explain() string {
 	}
 	plan := c.plan()
 	b.WriteString("breakwater.Transport\n  retry\n")
-	line(2, "attempts", "up to %d", c.maxAttempts)
+	switch fit, waits := c.attemptsFit(); {
+	case fit >= c.maxAttempts:
+		line(2, "attempts", "up to %d", c.maxAttempts)
+	case c.backoffExact:
+		line(2, "attempts", "up to %d, but only %d fit in the call timeout (%s): the waits before attempt %d add up to %s",
+			c.maxAttempts, fit, formatDuration(c.callTimeout), fit+1, formatDuration(waits))
+	default:
+		line(2, "attempts", "up to %d, but only %d fit in the call timeout (%s) when the waits are their longest (up to %s before attempt %d); more when they are drawn shorter",
+			c.maxAttempts, fit, formatDuration(c.callTimeout), formatDuration(waits), fit+1)
+	}
 	if len(plan) == 0 {
 		line(2, "delays", "none: a single attempt, never retried")
 	} else {
@@ -155,6 +182,11 @@ func (t *Transport) Explain() string {
 	t.explainHedging(&b, line)
 	t.explainFailover(&b, line)
 
+	if in := innerTransport(t.base); in != nil {
+		b.WriteString("  base\n")
+		line(2, "stacked", "on another breakwater.Transport (up to %d attempts a call): each attempt here is a whole call there, up to %d attempts per call, and both count the upstream's failures",
+			in.cfg.maxAttempts, c.maxAttempts*in.cfg.maxAttempts)
+	}
 	b.WriteString("  a fully failing call\n")
 	wait := t.cfg.worstPlan()
 	line(2, "waits", "up to %s between attempts", durationOrNone(wait))

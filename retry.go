@@ -256,6 +256,9 @@ func RetryStage(opts ...Option) (Stage, error) {
 		t := *proto
 		t.base = next
 		t.stage = true
+		if in := innerTransport(next); in != nil {
+			t.warn(stackedWarning(t.cfg.maxAttempts, in))
+		}
 		return &t
 	}, nil
 }

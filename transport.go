@@ -185,6 +185,7 @@ func newTransport(cfg config, errs []error) (*Transport, error) {
 		t.breakers.addListener(transitionReporter(t.obs))
 	}
 	t.limits.obs = t.obs
+	t.warn(t.cfg.hazards(t.base)...)
 	t.keys = keyed.New(cfg.maxKeys, cfg.idleTTL, func(string) *upstream {
 		u := &upstream{}
 		if cfg.budget {
@@ -196,6 +197,79 @@ func newTransport(cfg config, errs []error) (*Transport, error) {
 		t.eps = t.newEndpoints(*cfg.failover)
 	}
 	return t, nil
+}
+
+// Hazards a Transport warns of as it is built ([EventWarning]).
+const (
+	// ReasonRetriesDoNotFit: the call timeout is no longer than the
+	// first wait between attempts (its longest, for a jittered backoff),
+	// so that no retry fits in a call, however many attempts it may make
+	// (Mechanism [MechTimeout]). It is a warning, not an error: a
+	// [RequestPolicy] may give calls a longer CallTimeout, a jittered
+	// wait may be drawn shorter, and failover retries a throttled attempt
+	// on another endpoint at once. [Transport.Explain] says how many
+	// attempts fit.
+	ReasonRetriesDoNotFit Reason = "retries_do_not_fit"
+	// ReasonStackedTransport: the base RoundTripper is another breakwater
+	// Transport or [RetryStage] (directly, or under wrappers with an
+	// Unwrap() http.RoundTripper method): each attempt of the outer one is
+	// a whole call of the inner one, so attempts multiply and both count
+	// the upstream's failures. It is a warning, not an error, for the
+	// stacks that mean it (an inner Transport per endpoint, with
+	// WithMaxAttempts(1)).
+	ReasonStackedTransport Reason = "stacked_transport"
+)
+
+// hazards returns the warnings a Transport of c over base gives.
+func (c *config) hazards(base http.RoundTripper) []Event {
+	var out []Event
+	if fit, waits := c.attemptsFit(); fit == 1 && c.maxAttempts > 1 {
+		first := formatDuration(waits)
+		if !c.backoffExact {
+			first = "up to " + first + ", jittered"
+		}
+		out = append(out, Event{Kind: EventWarning, Mechanism: MechTimeout, Reason: ReasonRetriesDoNotFit, Err: fmt.Errorf(
+			"breakwater: the call timeout %s is no longer than the first wait between attempts (%s): no retry fits in a call, which makes 1 of its %d attempts; lengthen the call timeout, shorten the backoff or give WithMaxAttempts(1)",
+			formatDuration(c.callTimeout), first, c.maxAttempts)})
+	}
+	if in := innerTransport(base); in != nil {
+		out = append(out, stackedWarning(c.maxAttempts, in))
+	}
+	return out
+}
+
+// stackedWarning is the warning of a retry loop of maxAttempts over in.
+func stackedWarning(maxAttempts int, in *Transport) Event {
+	return Event{Kind: EventWarning, Reason: ReasonStackedTransport, Err: fmt.Errorf(
+		"breakwater: the base is another breakwater Transport: each of up to %d attempts here is a whole call of up to %d attempts there (up to %d per call), and both count the upstream's failures; use one Transport, or give the inner one WithMaxAttempts(1)",
+		maxAttempts, in.cfg.maxAttempts, maxAttempts*in.cfg.maxAttempts)}
+}
+
+// innerTransport returns the Transport (or RetryStage) rt is, or wraps
+// under RoundTrippers with an Unwrap() http.RoundTripper method; nil when
+// there is none.
+func innerTransport(rt http.RoundTripper) *Transport {
+	for range 32 { // a bound on wrappers that unwrap to themselves
+		switch v := rt.(type) {
+		case *Transport:
+			return v
+		case interface{ Unwrap() http.RoundTripper }:
+			rt = v.Unwrap()
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// warn reports each of ws to the Transport's observers.
+func (t *Transport) warn(ws ...Event) {
+	if t.obs == nil {
+		return
+	}
+	for i := range ws {
+		notify(t.obs, context.Background(), &ws[i])
+	}
 }
 
 // ownBreakerConfig is the configuration of the Transport's own breakers:
