@@ -240,6 +240,27 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
+// Safety rules: the reasons a request is sent once, though its outcome
+// called for a retry ([EventRetrySkipped], [Error].NotRetried,
+// [CallReport].NotRetried), or is not hedged ([EventHedgeSkipped],
+// [CallReport].NotHedged).
+const (
+	// ReasonNotIdempotent: the method is not idempotent (POST, PATCH,
+	// CONNECT, …) and the request carries no Idempotency-Key or
+	// X-Idempotency-Key header; nor did [WithRetryNonIdempotent] or the
+	// request's [RequestPolicy].Idempotent declare it safe to repeat (only
+	// the policy counts for a hedge). Such a request is retried only when
+	// its attempt provably never reached the server.
+	ReasonNotIdempotent Reason = "not_idempotent"
+	// ReasonBodyNotReplayable: the request has a body and no GetBody to
+	// send it again, and [WithBodyBuffering] is off.
+	ReasonBodyNotReplayable Reason = "body_not_replayable"
+	// ReasonBodyTooLarge: the request has a body and no GetBody, and the
+	// body is longer than the [WithBodyBuffering] limit (or could not be
+	// read), so it was sent unbuffered.
+	ReasonBodyTooLarge Reason = "body_too_large"
+)
+
 // notRetriedText says in words why a safety rule kept a call from
 // retrying.
 func notRetriedText(r Reason) string {
