@@ -49,7 +49,7 @@ func TestBulkheadsEvictABulkheadThatHoldsNothing(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				opts := []bw.Option{bw.WithKeyLimits(1, time.Hour), bw.WithMaxWait(time.Second)}
 				if path == "refused" {
-					opts = append(opts, bw.WithMaxWait(0))
+					opts[1] = bw.WithMaxWait(0)
 				}
 				bs, err := bw.NewBulkheads(1, opts...)
 				if err != nil {

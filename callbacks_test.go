@@ -40,7 +40,11 @@ func TestPanickingCallbacks(t *testing.T) {
 				var tr *bw.Transport
 				mustNotPanic(t, "NewTransport", func() {
 					var err error
-					if tr, err = bw.NewTransport(bw.WithBase(base), bw.WithBackoff(bw.Constant(time.Millisecond)), opt); err != nil {
+					opts := []bw.Option{bw.WithBase(base), opt}
+					if name != "backoff" {
+						opts = append(opts, bw.WithBackoff(bw.Constant(time.Millisecond)))
+					}
+					if tr, err = bw.NewTransport(opts...); err != nil {
 						t.Fatalf("NewTransport: %v", err)
 					}
 				})

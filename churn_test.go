@@ -141,7 +141,7 @@ func churnTransport(t testing.TB, rateLimit bool) *bw.Transport {
 	opts := []bw.Option{
 		bw.WithBase(churnBase()),
 		bw.WithKeyLimits(churnCap, 10*time.Minute),
-		bw.WithPolicy(bw.Window(10, time.Minute)), bw.WithKeyLimits(churnCap, 10*time.Minute),
+		bw.WithPolicy(bw.Window(10, time.Minute)),
 		bw.WithOpenTimeout(time.Minute, time.Minute), // open for the whole churn
 		bw.WithConcurrencyLimit(64),
 	}

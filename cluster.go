@@ -126,6 +126,7 @@ func WithSharedLimiter(s SharedLimiter) Option {
 			st.reject("WithSharedLimiter")
 			return
 		}
+		st.note("WithSharedLimiter")
 		st.rate.shared = s
 	})
 }

@@ -401,7 +401,6 @@ func TestExplainSaysWhatIsShared(t *testing.T) {
 	tr, err := bw.NewTransport(
 		bw.WithRateLimit(100, 10, bw.WithSharedLimiter(&fakeShared{replicas: 3})),
 		bw.WithClusterBus(h.bus()),
-		bw.WithClusterBus(h.bus()),
 	)
 	if err != nil {
 		t.Fatal(err)

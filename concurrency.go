@@ -41,6 +41,7 @@ func bulkheadOption(name string, fn func(*bulkheadConfig)) Option {
 			s.reject(name)
 			return
 		}
+		s.note(name)
 		fn(s.bulk)
 	})
 }

@@ -266,7 +266,7 @@ func skipValue(dec *json.Decoder, tok json.Token) error {
 // set becomes the option it names, and invalid values become construction
 // errors.
 func (c Config) apply(s *settings) {
-	s.applyOptions(c.options(&s.errs))
+	s.applyConfig(c.options(&s.errs))
 }
 
 func (c Config) options(errs *[]error) []Option {

@@ -34,8 +34,7 @@ func TestTimeoutsMatchAfterRetries(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Hang: true})
-				opts := append([]bw.Option{bw.WithBase(u.Transport()), bw.WithBackoff(bw.Constant(10 * time.Millisecond))}, tc.opts...)
-				tr := newTransport(t, nil, opts...)
+				tr := newTransport(t, u.Transport(), append([]bw.Option{bw.WithBackoff(bw.Constant(10 * time.Millisecond))}, tc.opts...)...)
 				_, err := (&http.Client{Transport: tr}).Get(breakwatertest.PipeURL)
 				var ne net.Error
 				var e *bw.Error

@@ -136,3 +136,71 @@ func TestStackedTransportsWarn(t *testing.T) {
 		}
 	})
 }
+
+// An option given twice to one constructor is an error naming it, except
+// the options that add up; options after a Config override it.
+func TestOptionGivenTwice(t *testing.T) {
+	var cfg bw.Config
+	cfg.Retry.MaxAttempts = 5
+	for _, tc := range []struct {
+		name  string
+		build func() error
+		want  string // "" for no error
+	}{
+		{"a timeout", func() error {
+			_, err := bw.NewTransport(bw.WithCallTimeout(time.Second), bw.WithAttemptTimeout(time.Second), bw.WithCallTimeout(2*time.Second))
+			return err
+		}, "WithCallTimeout is given twice to NewTransport"},
+		{"a breaker option", func() error {
+			_, err := bw.NewTransport(bw.WithPolicy(bw.Consecutive(5)), bw.WithPolicy(bw.Consecutive(3)))
+			return err
+		}, "WithPolicy is given twice to NewTransport"},
+		{"a registry's", func() error {
+			_, err := bw.NewBreakers(bw.WithOpenJitter(0), bw.WithOpenJitter(0.2))
+			return err
+		}, "WithOpenJitter is given twice to NewBreakers"},
+		{"a nested limit's", func() error {
+			_, err := bw.NewTransport(bw.WithConcurrencyLimit(4, bw.WithMaxQueue(1), bw.WithMaxQueue(2)))
+			return err
+		}, "WithMaxQueue is given twice to WithConcurrencyLimit"},
+		{"a retry stage's", func() error {
+			_, err := bw.RetryStage(bw.WithMaxAttempts(2), bw.WithMaxAttempts(4))
+			return err
+		}, "WithMaxAttempts is given twice to RetryStage"},
+		{"a middleware's", func() error {
+			_, err := bw.Shedder(mustBulkheads(t), bw.WithShedRetryAfter(time.Second, 2*time.Second), bw.WithShedRetryAfter(time.Second, 3*time.Second))
+			return err
+		}, "WithShedRetryAfter is given twice to Shedder"},
+		{"the same value", func() error {
+			_, err := bw.NewTransport(bw.WithKeyLimits(10, time.Minute), bw.WithKeyLimits(10, time.Minute))
+			return err
+		}, "WithKeyLimits is given twice to NewTransport"},
+		{"before a Config", func() error {
+			_, err := bw.NewTransport(bw.WithMaxAttempts(2), cfg)
+			return err
+		}, "WithMaxAttempts is given to NewTransport before a Config that sets it too"},
+		{"observers and failure categories add up", func() error {
+			_, err := bw.NewTransport(bw.WithObserver(&eventLog{}), bw.WithObserver(&eventLog{}),
+				bw.WithCountAsFailure(bw.AuthError), bw.WithCountAsFailure(bw.Throttled))
+			return err
+		}, ""},
+		{"after a Config", func() error {
+			_, err := bw.NewTransport(cfg, bw.WithMaxAttempts(2))
+			return err
+		}, ""},
+		{"one per constructor", func() error {
+			_, err := bw.NewTransport(bw.WithMaxWait(time.Second), bw.WithRateLimit(10, 1, bw.WithMaxWait(0)), bw.WithConcurrencyLimit(2, bw.WithMaxWait(0)))
+			return err
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.build()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("error %v, want none", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want one saying %q", err, tc.want)
+			}
+		})
+	}
+}

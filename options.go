@@ -14,8 +14,13 @@ import (
 // ([ClientRateLimit], [RouteBreaker], [Shedder], [HandlerTimeout]). Each
 // option's documentation says which it configures; given to any other
 // constructor, it is a construction error naming both, reported with every
-// other invalid option. Later options win over earlier ones of the same
-// kind. The package documentation lists every option by concern.
+// other invalid option. An option given twice to one constructor is a
+// construction error naming it, since one of the two would be dropped
+// without a word; the options that add rather than set are repeatable:
+// [WithObserver] (every observer observes) and [WithCountAsFailure] (the
+// categories add up). Options given after a [Config] override the fields it
+// sets: the file, then the code. The package documentation lists every
+// option by concern.
 type Option interface{ apply(*settings) }
 
 // option is an Option made of a function.
@@ -34,15 +39,63 @@ type settings struct {
 	bulk      *bulkheadConfig  // WithConcurrencyLimit, NewBulkheads
 	inbound   *inboundConfig   // the inbound middleware
 	errs      []error
+
+	// given holds the options applied so far, by name, to report one
+	// given twice; at numbers each option applied, a Config's fields
+	// included, and fromConfig marks a Config's.
+	given      map[string]givenOption
+	at         int
+	fromConfig bool
 }
+
+// givenOption is where an option was given.
+type givenOption struct {
+	at         int
+	fromConfig bool
+}
+
+// repeatable names the options that add rather than set: given twice,
+// both count.
+var repeatable = map[string]bool{"WithObserver": true, "WithCountAsFailure": true}
 
 // applyOptions applies opts, skipping nil ones.
 func (s *settings) applyOptions(opts []Option) {
 	for _, o := range opts {
 		if o != nil {
+			s.at++
 			o.apply(s)
 		}
 	}
+}
+
+// applyConfig applies the options a Config's fields name: a later option
+// given to the constructor overrides them (see note).
+func (s *settings) applyConfig(opts []Option) {
+	was := s.fromConfig
+	s.fromConfig = true
+	s.applyOptions(opts)
+	s.fromConfig = was
+}
+
+// note records that the option name applies, reporting one given twice,
+// unless it is repeatable or follows a Config that gave it (the code
+// overrides the file). One option may note its name more than once, for
+// the stages it configures.
+func (s *settings) note(name string) {
+	prev, seen := s.given[name]
+	switch {
+	case repeatable[name] || seen && prev.at == s.at:
+		return
+	case !seen, prev.fromConfig && !s.fromConfig:
+	case s.fromConfig && !prev.fromConfig:
+		s.fail("%s is given to %s before a Config that sets it too: give it after the Config to override the Config's value", name, s.to)
+	default:
+		s.fail("%s is given twice to %s: give it once (only WithObserver and WithCountAsFailure add up)", name, s.to)
+	}
+	if s.given == nil {
+		s.given = make(map[string]givenOption)
+	}
+	s.given[name] = givenOption{at: s.at, fromConfig: s.fromConfig}
 }
 
 // reject reports that the option name does not apply to s.to.
@@ -62,6 +115,7 @@ func (s *settings) forTransport(name string, retryLoop bool) *config {
 		s.reject(name)
 		return nil
 	}
+	s.note(name)
 	return s.transport
 }
 
@@ -72,6 +126,7 @@ func (s *settings) forBreaker(name string) *breakerConfig {
 		s.reject(name)
 		return nil
 	}
+	s.note(name)
 	if s.transport != nil {
 		s.transport.breakerSet = append(s.transport.breakerSet, name)
 	}
@@ -84,6 +139,7 @@ func (s *settings) forPause(name string) *pauseConfig {
 		s.reject(name)
 		return nil
 	}
+	s.note(name)
 	if s.transport != nil {
 		s.transport.pauseSet = append(s.transport.pauseSet, name)
 	}
@@ -98,6 +154,7 @@ func (s *settings) forInbound(name string, only ...string) *inboundConfig {
 		s.reject(name)
 		return nil
 	}
+	s.note(name)
 	return s.inbound
 }
 
@@ -119,6 +176,9 @@ func contains(list []string, s string) bool {
 // 10 minutes.
 func WithKeyLimits(maxKeys int, idleTTL time.Duration) Option {
 	return option(func(s *settings) {
+		if s.transport != nil || s.breaker != nil || s.pause != nil || s.rate != nil || s.bulk != nil {
+			s.note("WithKeyLimits")
+		}
 		switch {
 		case s.transport != nil:
 			s.transport.maxKeys, s.transport.idleTTL = maxKeys, idleTTL
@@ -178,8 +238,10 @@ func WithMaxWait(d time.Duration) Option {
 				c.maxWait, c.waitSet = d, true
 			}
 		case s.rate != nil:
+			s.note("WithMaxWait")
 			s.rate.maxWait = d
 		case s.bulk != nil:
+			s.note("WithMaxWait")
 			s.bulk.maxWait = d
 		default:
 			s.reject("WithMaxWait")
@@ -196,6 +258,9 @@ func WithMaxWait(d time.Duration) Option {
 // [NewPauseGates]. Default: 2 minutes.
 func WithMaxRetryAfter(d time.Duration) Option {
 	return option(func(s *settings) {
+		if s.transport != nil || s.pause != nil {
+			s.note("WithMaxRetryAfter")
+		}
 		switch {
 		case s.transport != nil:
 			s.transport.maxRetryAfter = d
@@ -222,8 +287,10 @@ func WithKeyFunc(fn KeyFunc) Option {
 		case fn == nil:
 			s.fail("WithKeyFunc(nil)")
 		case s.transport != nil:
+			s.note("WithKeyFunc")
 			s.transport.key = fn
 		case s.inbound != nil && (s.to == "RouteBreaker" || s.to == "Shedder"):
+			s.note("WithKeyFunc")
 			s.inbound.key = fn
 		default:
 			s.reject("WithKeyFunc")
@@ -259,9 +326,12 @@ func WithKeyFunc(fn KeyFunc) Option {
 // needs a quorum of replicas is the bus's setting.
 func WithClusterBus(bus ClusterBus) Option {
 	return option(func(s *settings) {
-		switch {
-		case s.transport == nil && s.breaker == nil && s.pause == nil:
+		if s.transport == nil && s.breaker == nil && s.pause == nil {
 			s.reject("WithClusterBus")
+			return
+		}
+		s.note("WithClusterBus")
+		switch {
 		case bus == nil:
 		case s.transport != nil:
 			s.transport.bus = bus

@@ -526,6 +526,7 @@ func TestTransportLimitOptions(t *testing.T) {
 		"infinite rate limit":         {bw.WithRateLimit(rate.Inf, 1)},
 		"configured and shared":       {bw.WithRateLimit(10, 1), bw.WithRateLimiters(mustRateLimiters(t))},
 		"bad adaptive limit":          {bw.WithConcurrencyLimit(4, bw.WithAdaptiveLimit(bw.Gradient{Max: 2}))},
+		"rate limit given twice":      {bw.WithRateLimit(5, 5), bw.WithRateLimit(10, 2)},
 	} {
 		if _, err := bw.NewTransport(opts...); err == nil {
 			t.Errorf("%s: NewTransport accepted it", name)
@@ -544,7 +545,7 @@ func TestTransportLimitOptions(t *testing.T) {
 	if s := tr.Snapshot(); len(s.RateLimiters) != 0 || len(s.Bulkheads) != 0 {
 		t.Errorf("defaults: limits %+v", s)
 	}
-	tr, _ = bw.NewTransport(bw.WithBase(okBase), bw.WithMaxRetryAfter(time.Minute), bw.WithRateLimit(5, 5), bw.WithRateLimit(10, 2),
+	tr, _ = bw.NewTransport(bw.WithBase(okBase), bw.WithMaxRetryAfter(time.Minute), bw.WithRateLimit(10, 2),
 		bw.WithConcurrencyLimit(3))
 	tr.PauseGates().Pause("k", time.Hour)
 	resp, err := tr.RoundTrip(httptest.NewRequest(http.MethodGet, "http://other.test/", nil))
@@ -553,7 +554,7 @@ func TestTransportLimitOptions(t *testing.T) {
 	}
 	resp.Body.Close()
 	if s := tr.Snapshot(); len(s.RateLimiters) != 1 || s.RateLimiters[0].Burst != 2 || s.Bulkheads[0].Limit != 3 || pauseLeft(tr.PauseGates(), "k") > time.Minute {
-		t.Fatalf("later options did not replace earlier ones: %+v", s)
+		t.Fatalf("the options did not configure the limits: %+v", s)
 	}
 	tr, _ = bw.NewTransport(bw.WithoutPauseGate())
 	if tr.PauseGates() != nil {
