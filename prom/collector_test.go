@@ -53,6 +53,8 @@ func exerciseEvents() []bw.Event {
 		{Kind: bw.EventRequest, Route: "/items/{id}", Method: "GET", Status: 200, Category: bw.Success, Duration: 3 * time.Millisecond},
 		{Kind: bw.EventReject, Key: "/items/{id}", Route: "/items/{id}", Method: "GET", Status: 503, Mechanism: bw.MechShed, Err: bw.ErrConcurrencyLimit},
 		{Kind: bw.EventWarning, Mechanism: bw.MechShed, Err: errors.New("shedder behind a server without ReadTimeout")},
+		{Kind: bw.EventRetrySkipped, Key: "api.test", Method: "POST", Attempt: 1, Category: bw.ServerError, Status: 503, Reason: bw.ReasonNotIdempotent},
+		{Kind: bw.EventHedgeSkipped, Key: "pool.test", Method: "POST", Reason: bw.ReasonNotIdempotent},
 	}
 }
 
