@@ -39,6 +39,16 @@
 //     wherever it applies: [WithKeyLimits] bounds every registry's keys,
 //     [WithMaxWait] every wait, [WithObserver] every observer.
 //
+// An option given twice to one constructor is a construction error that
+// names it: one of the two would be dropped without a word. Only the
+// options that add are repeatable, [WithObserver] and [WithCountAsFailure];
+// options given after a [Config] override the fields it sets. What may be
+// meant is not an error but a warning, an [EventWarning] to a Transport's
+// observers while it is built: a call timeout no longer than the first
+// wait between attempts ([ReasonRetriesDoNotFit]; [Transport.Explain] says
+// how many attempts fit), a base that is another Transport
+// ([ReasonStackedTransport]).
+//
 // The options by concern, where they apply (T: [NewTransport], R:
 // [RetryStage], B: [NewBreakers], P: [NewPauseGates], L: [WithRateLimit]
 // and [NewRateLimiters], C: [WithConcurrencyLimit] and [NewBulkheads], M:
@@ -212,8 +222,19 @@
 //     ErrRetryBudget for the other refusals;
 //   - [RetryAfter](err) for when a refused call may be made again, never
 //     0 with true;
-//   - errors.As(err, &e) with e an *[Error] for the key, the mechanism and
-//     the attempts made.
+//   - errors.As(err, &e) with e an *[Error] for the key, the mechanism,
+//     the attempts made, and the safety rule that kept the call from a
+//     retry its outcome called for ([Error].NotRetried).
+//
+// No safety rule is silent. A request that is not idempotent (a POST
+// without an Idempotency-Key, [ReasonNotIdempotent]) or whose body cannot
+// be replayed ([ReasonBodyNotReplayable], [ReasonBodyTooLarge]) is sent
+// once: a retry its outcome called for is an [EventRetrySkipped] naming
+// the rule, the error's NotRetried, or, for a call that returns a
+// response, the [CallReport] attached with [WithCallReport]; a call that
+// hedging skips for the same rules is an [EventHedgeSkipped] and the
+// report's NotHedged. [Transport.Explain] lists which requests are sent
+// once, and why.
 //
 // # Hedging and failover
 //
