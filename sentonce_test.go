@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -165,5 +166,31 @@ func TestExplainSaysWhatIsSentOnce(t *testing.T) {
 				t.Errorf("Explain says %q:\n%s", l, out)
 			}
 		}
+	}
+}
+
+// LogObserver logs the retries and hedges a safety rule skipped at Debug,
+// and a warning's reason.
+func TestLogObserverSaysWhatWasSkipped(t *testing.T) {
+	var buf strings.Builder
+	l := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
+		Level: slog.LevelDebug,
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	o := bw.LogObserver(l, 0)
+	ctx := context.Background()
+	o.Observe(ctx, bw.Event{Kind: bw.EventRetrySkipped, Key: "svc", Attempt: 1, Category: bw.ServerError, Status: 503, Reason: bw.ReasonNotIdempotent})
+	o.Observe(ctx, bw.Event{Kind: bw.EventHedgeSkipped, Key: "svc", Reason: bw.ReasonBodyNotReplayable})
+	o.Observe(ctx, bw.Event{Kind: bw.EventWarning, Mechanism: bw.MechTimeout, Reason: bw.ReasonRetriesDoNotFit, Err: errors.New("no retry fits")})
+	want := "level=DEBUG msg=\"breakwater: not retried\" key=svc attempt=1 category=server_error status=503 reason=not_idempotent\n" +
+		"level=DEBUG msg=\"breakwater: not hedged\" key=svc reason=body_not_replayable\n" +
+		"level=WARN msg=\"breakwater: warning\" mechanism=timeout reason=retries_do_not_fit warning=\"no retry fits\"\n"
+	if buf.String() != want {
+		t.Errorf("logged\n%s\nwant\n%s", buf.String(), want)
 	}
 }
