@@ -65,9 +65,11 @@ func (c *config) attemptsFit() (n int, waits time.Duration) {
 }
 
 // Explain describes in plain words what the transport will do, with its
-// defaults resolved: the retry plan, when the breaker opens and for how
-// long, which state is shared with other replicas, and what a fully
-// failing call costs. It is meant for a reviewer of
+// defaults resolved: the retry plan and how many of its attempts fit in
+// the call timeout, which requests are sent once or never hedged and why
+// (the safety rules), when the breaker opens and for how long, which state
+// is shared with other replicas, whether its base is another Transport,
+// and what a fully failing call costs. It is meant for a reviewer of
 // a configuration, a startup log line or a test golden file.
 //
 // It is deterministic: a transport explains itself in the same words on

@@ -102,14 +102,20 @@ func transportOption(name string, retryLoop bool, fn func(*config)) Option {
 
 // WithBase sets the transport that makes the actual requests. nil (the
 // default) is a clone of [http.DefaultTransport]; the shared one is never
-// modified. It configures [NewTransport].
+// modified. A base that is another breakwater Transport (or wraps one
+// under RoundTrippers with an Unwrap() http.RoundTripper method) is a
+// warning ([EventWarning], [ReasonStackedTransport]): the attempts of the
+// two multiply. It configures [NewTransport].
 func WithBase(rt http.RoundTripper) Option {
 	return transportOption("WithBase", false, func(c *config) { c.base = rt })
 }
 
 // WithCallTimeout bounds the whole call (all attempts, waits and the
-// response body); 0 switches the call timeout off. It configures
-// [NewTransport]; see [CallTimeout] for a stage of your own. Default: 30 s.
+// response body); 0 switches the call timeout off. One no longer than the
+// first wait between attempts leaves no room for a retry: a warning
+// ([EventWarning], [ReasonRetriesDoNotFit]), and [Transport.Explain] says
+// how many attempts fit. It configures [NewTransport]; see [CallTimeout]
+// for a stage of your own. Default: 30 s.
 func WithCallTimeout(d time.Duration) Option {
 	return transportOption("WithCallTimeout", false, func(c *config) { c.callTimeout = d })
 }
