@@ -1,6 +1,7 @@
 package breakwater_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -203,4 +204,24 @@ func TestOptionGivenTwice(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A call timeout no longer than the first wait leaves no room for a
+// retry: the transport warns as it is built, and Explain says how many
+// attempts fit.
+func ExampleWithCallTimeout_noRetryFits() {
+	warned := bw.ObserverFunc(func(_ context.Context, e bw.Event) {
+		if e.Kind == bw.EventWarning {
+			fmt.Println("warning:", e.Reason)
+		}
+	})
+	tr, _ := bw.NewTransport(bw.WithObserver(warned), bw.WithCallTimeout(50*time.Millisecond), bw.WithBackoff(bw.Constant(100*time.Millisecond)))
+	for line := range strings.Lines(tr.Explain()) {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == "attempts" {
+			fmt.Println(strings.Join(f, " "))
+		}
+	}
+	// Output:
+	// warning: retries_do_not_fit
+	// attempts up to 3, but only 1 fit in the call timeout (50ms): the waits before attempt 2 add up to 100ms
 }

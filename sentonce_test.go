@@ -3,9 +3,11 @@ package breakwater_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -193,4 +195,28 @@ func TestLogObserverSaysWhatWasSkipped(t *testing.T) {
 	if buf.String() != want {
 		t.Errorf("logged\n%s\nwant\n%s", buf.String(), want)
 	}
+}
+
+// A POST without an Idempotency-Key is sent once: the call's report says
+// why its 503 was not retried.
+func ExampleWithCallReport() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	tr, _ := bw.NewTransport()
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+
+	var report bw.CallReport
+	ctx := bw.WithCallReport(context.Background(), &report)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/charges", strings.NewReader(`{"amount":100}`))
+	resp, err := client.Do(req)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode, report.NotRetried)
+	// Output: 503 not_idempotent
 }
