@@ -78,6 +78,13 @@ const rateTableMax = 2048
 // no key is taken for another's digest). A request whose key is "" uses
 // the bucket of "", shared by every such request.
 //
+// Retries go last: a request that a breakwater caller says is a retry
+// ([CallerHeaders], [CallerAttempt] of 2 or more) is admitted only while
+// the client's bucket keeps half its burst (rounded down) after it, so
+// that a client over its limit has its retries refused before its first
+// attempts. A bucket in a shared store ([WithSharedLimiter]) serves
+// retries like first attempts.
+//
 // rl must not be nil, and key is required: every call site states what it
 // limits by (for example [RemoteAddrKey], or [ForwardedForKey] behind a
 // proxy). Other opts are [WithRateLimitPolicyName],
@@ -256,7 +263,11 @@ func (crl *clientRateLimit) admit(r *http.Request, h http.Header, key string) ti
 	// The registry's policy and clock, the limiter's own (initLimiter):
 	// read here, they cost no cache line of the limiter's.
 	p := &crl.p
-	ok, _, tat, now := l.cell.take(*p, func() int64 { return int64(time.Since(crl.start)) }, 0)
+	var reserve int64 // a retry leaves half the burst to first attempts
+	if c := callerOf(r.Context()); c != nil && c.attempt >= 2 {
+		reserve = -(p.burst / 2) * p.interval
+	}
+	ok, _, tat, now := l.cell.take(*p, func() int64 { return int64(time.Since(crl.start)) }, reserve)
 	backlog := max(0, tat-now)
 	free := p.capacity - backlog
 	var rem, t int64

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -169,4 +170,46 @@ func TestShedderRefusesWhatCannotMeetItsDeadline(t *testing.T) {
 			t.Errorf("a request with time enough: %d after %s, want 200 after 100ms", code, took)
 		}
 	})
+}
+
+// A client over its limit has its retries refused before its first
+// attempts: a retry must leave half the burst.
+func TestClientRateLimitShedsRetriesFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		buckets, err := bw.NewRateLimiters(1, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		limit, err := bw.ClientRateLimit(buckets, bw.RemoteAddrKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		trust, err := bw.CallerHeaders("127.0.0.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := trust(limit(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+		code := func(attempt string) int {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, fleetRequest("Breakwater-Attempt", attempt))
+			return rec.Code
+		}
+		var got []int
+		for _, a := range []string{"2;max=3", "2;max=3", "2;max=3", "1;max=3", "1;max=3", "1;max=3"} {
+			got = append(got, code(a))
+		}
+		want := []int{200, 200, 429, 200, 200, 429} // retries stop with 2 of 4 tokens left
+		if !slices.Equal(got, want) {
+			t.Errorf("answers %v, want %v", got, want)
+		}
+	})
+}
+
+func newGet(t *testing.T, url string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
 }
