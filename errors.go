@@ -259,6 +259,11 @@ const (
 	// body is longer than the [WithBodyBuffering] limit (or could not be
 	// read), so it was sent unbuffered.
 	ReasonBodyTooLarge Reason = "body_too_large"
+	// ReasonPushback: a breakwater server asked not to be retried
+	// ([WithPropagation]): Breakwater-Pushback: none (it retried the
+	// failure it reports already), or elsewhere with no other endpoint to
+	// go to (with [WithFailover], the retry goes to another at once).
+	ReasonPushback Reason = "pushback"
 )
 
 // notRetriedText says in words why a safety rule kept a call from
@@ -271,6 +276,8 @@ func notRetriedText(r Reason) string {
 		return "the body cannot be replayed: no GetBody, and WithBodyBuffering is off"
 	case ReasonBodyTooLarge:
 		return "the body cannot be replayed: no GetBody, and it exceeds the WithBodyBuffering limit"
+	case ReasonPushback:
+		return "the server asked not to be retried (Breakwater-Pushback)"
 	}
 	return string(r)
 }

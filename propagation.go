@@ -19,9 +19,12 @@ const (
 	// an RFC 8941 integer with a parameter: "2;max=3".
 	headerAttempt = "Breakwater-Attempt"
 	// headerPushback, on an answer, tells the caller what to do; "none":
-	// do not retry, the server already retried the failure it reports.
-	headerPushback = "Breakwater-Pushback"
-	pushbackNone   = "none"
+	// do not retry, the server already retried the failure it reports;
+	// "elsewhere": not here, this replica is shedding or its route is
+	// broken, another may serve it.
+	headerPushback    = "Breakwater-Pushback"
+	pushbackNone      = "none"
+	pushbackElsewhere = "elsewhere"
 )
 
 // ErrCallerDeadline is the cause ([context.Cause]) of a request context
@@ -43,9 +46,11 @@ var ErrCallerDeadline = errors.New("breakwater: the caller's deadline passed")
 //   - One tier retries. A call made while serving a request that
 //     [CallerHeaders] read from a breakwater caller that may retry it makes
 //     at most two attempts, and one only when that request is itself a
-//     retry; when such a call fails (an error, or a 5xx answer), a 5xx answer
-//     to the request carries Breakwater-Pushback: none, and the caller does
-//     not retry it. In a chain of services, the tier next to the failure
+//     retry; when such a call fails after an attempt was sent (an error, or
+//     a 5xx answer; not a refusal of this Transport's own, an open breaker
+//     say, which the caller's retry may find gone), a 5xx answer to the
+//     request carries Breakwater-Pushback: none, and the caller does not
+//     retry it. In a chain of services, the tier next to the failure
 //     retries once and no tier above it does: the failing service sees at
 //     most two requests per call of the first, where three tiers of three
 //     attempts would send it up to 27. A caller that makes one attempt per

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -170,6 +171,55 @@ func TestShedderRefusesWhatCannotMeetItsDeadline(t *testing.T) {
 			t.Errorf("a request with time enough: %d after %s, want 200 after 100ms", code, took)
 		}
 	})
+}
+
+// A shedding replica tells a breakwater caller to go elsewhere: with
+// failover the retry goes at once to another endpoint, without waiting out
+// the Retry-After; without, the answer is returned unretried.
+func TestPushbackElsewhere(t *testing.T) {
+	sh, bh := newShedder(t, 1, bw.WithMaxWait(0))
+	trust, err := bw.CallerHeaders("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tried atomic.Int32 // requests to the full replica
+	full := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tried.Add(1)
+		trust(sh(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))).ServeHTTP(w, r)
+	}))
+	defer full.Close()
+	slot, err := bh.Acquire(context.Background(), "") // the replica's one slot, taken
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slot.Release()
+	var other int
+	free := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { other++ }))
+	defer free.Close()
+
+	tr := newTransport(t, http.DefaultTransport, bw.WithPropagation(true), bw.WithFailover(bw.Failover{Endpoints: []string{full.URL, free.URL}}))
+	start := time.Now()
+	resp, err := tr.RoundTrip(newGet(t, full.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || tried.Load() != 1 || other != 1 || time.Since(start) > 500*time.Millisecond {
+		t.Errorf("failover: %d after %s with %d and %d requests to the full and the free endpoint, want 200 at once after one each", resp.StatusCode, time.Since(start), tried.Load(), other)
+	}
+
+	var report bw.CallReport
+	tr = newTransport(t, http.DefaultTransport, bw.WithPropagation(true))
+	req := newGet(t, full.URL)
+	req = req.WithContext(bw.WithCallReport(req.Context(), &report))
+	resp, err = tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Breakwater-Pushback") != "elsewhere" || report.NotRetried != bw.ReasonPushback {
+		t.Errorf("one endpoint: %d, pushback %q, not retried for %q; want 503, elsewhere, %q", resp.StatusCode, resp.Header.Get("Breakwater-Pushback"), report.NotRetried, bw.ReasonPushback)
+	}
 }
 
 // A client over its limit has its retries refused before its first

@@ -422,8 +422,6 @@ func (t *Transport) decide(c *call, a *attemptResult, now int64) (wait time.Dura
 		return 0, false, false, nil
 	case resp != nil && t.cfg.retryIf == nil && !o.Category.Retryable():
 		return 0, false, false, nil // an answer to return (outOfTime matters only to errors)
-	case resp != nil && t.cfg.propagate && resp.Header.Get(headerPushback) == pushbackNone:
-		return 0, false, false, nil // retried by the server already
 	case c.ctx.Err() != nil:
 		return 0, false, false, nil
 	}
@@ -435,11 +433,19 @@ func (t *Transport) decide(c *call, a *attemptResult, now int64) (wait time.Dura
 	if ok, stop := t.retryable(c, resp, err, o); !ok || stop != nil {
 		return 0, false, false, stop
 	}
-	// With failover, a throttled answer speaks for its endpoint alone
-	// (whose pause gate holds it): the retry goes at once to an endpoint
-	// the call has not tried, when one is free, as pick chooses.
-	elsewhere := o.Category == Throttled && c.ep != nil && t.eps.freeLeft(now, c.tried, t.endpointState)
+	var push string // what a breakwater server asks of its caller
+	if resp != nil && t.cfg.propagate {
+		push = resp.Header.Get(headerPushback)
+	}
+	// With failover, a throttled answer, or one that asks for another
+	// replica, speaks for its endpoint alone (whose pause gate holds it):
+	// the retry goes at once to an endpoint the call has not tried, when
+	// one is free, as pick chooses.
+	elsewhere := (o.Category == Throttled || push == pushbackElsewhere) && c.ep != nil && t.eps.freeLeft(now, c.tried, t.endpointState)
 	switch {
+	case push == pushbackNone || push == pushbackElsewhere && !elsewhere:
+		c.skipRetry(ReasonPushback)
+		return 0, false, false, nil
 	case c.attempts >= c.pol.MaxAttempts:
 		return 0, false, false, nil
 	case !(c.pol.Idempotent || idempotent(c.req) || o.NotSent):

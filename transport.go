@@ -523,8 +523,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if served != nil {
 		resp, err := t.run(&c)
-		if err != nil || resp.StatusCode >= 500 {
-			served.failed.Store(true)
+		if c.made > 0 && (err != nil || resp.StatusCode >= 500) {
+			served.failed.Store(true) // the upstream failed what was sent, not a refusal here
 		}
 		return resp, err
 	}
