@@ -77,7 +77,8 @@ type endpoint struct {
 	period atomic.Int64 // the current ejection's length
 
 	// Guarded by endpointSet.mu.
-	ejections int   // ejections in a row, for the doubling
+	ejections int   // ejections in a row
+	outSince  int64 // when the outage they belong to began
 	returned  int64 // when it last came back
 }
 
@@ -354,14 +355,10 @@ func (s *endpointSet) eject(key string, e *endpoint, now int64, why Reason) {
 		s.mu.Unlock()
 		return
 	}
-	if !again && now-e.returned >= int64(s.cfg.maxEjection) {
-		e.ejections = 0 // it stayed in long enough: start over
+	if !again && (e.ejections == 0 || now-e.returned >= int64(s.cfg.maxEjection)) {
+		e.ejections, e.outSince = 0, now // it stayed in long enough: a new outage
 	}
-	d := s.cfg.ejection
-	for i := 0; i < e.ejections && d < s.cfg.maxEjection; i++ {
-		d *= 2
-	}
-	d = min(d, s.cfg.maxEjection)
+	d := min(max(time.Duration((now-e.outSince)/probeAgeDivisor), s.cfg.ejection), s.cfg.maxEjection)
 	d += time.Duration(rand.Float64() * ejectionJitter * float64(d))
 	e.ejections++
 	e.period.Store(int64(d))

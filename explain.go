@@ -287,7 +287,7 @@ func (t *Transport) explainFailover(b *strings.Builder, line func(indent int, la
 		if len(names) > 1 {
 			line(2, "ejects after", "%d failing attempts in a row, or a failure rate >= 2x the others' + 10 points over %s (>= %d attempts)", f.consecutive, formatDuration(outlierWindow), outlierMinVolume)
 			maxOut := max(1, int(f.maxEjected*float64(len(names))))
-			line(2, "ejected for", "%s, doubling on each ejection up to %s, +10%% jitter; at most %d of %d at once", formatDuration(f.ejection), formatDuration(f.maxEjection), maxOut, len(names))
+			line(2, "ejected for", "%s while the outage is young, then 1/32 of its age up to %s, +10%% jitter; at most %d of %d at once", formatDuration(f.ejection), formatDuration(f.maxEjection), maxOut, len(names))
 		} else {
 			line(2, "ejects", "never: a single endpoint is left to its breaker")
 		}

@@ -31,9 +31,13 @@ import (
 // of [Envoy's]: an endpoint is ejected after Consecutive failing attempts in
 // a row, or when over the last 10 s (at least 20 attempts) its failure rate
 // is at least twice the other endpoints' plus 10 points. An ejection lasts
-// Ejection, doubling with each ejection that follows the endpoint's return
-// within MaxEjection, plus up to 10 % jitter. When it ends, one attempt
-// that can be repeated elsewhere probes the endpoint: a success brings it
+// Ejection while the outage is young, then 1/32 of the outage's age (the
+// time since it was first ejected; a return that fails again within
+// MaxEjection is the same outage), up to MaxEjection, plus up to 10 %
+// jitter: a restarted endpoint gets traffic back within Ejection of its
+// return while its outage is young, and within about 3 % of how long it
+// was out after that. When an ejection ends, one attempt that can be
+// repeated elsewhere probes the endpoint: a success brings it
 // back, a failure ejects it again for longer. (An endpoint that only sees
 // requests that cannot be repeated is probed by one of them once it has
 // waited a second ejection period.) Never more than MaxEjected of the
@@ -63,8 +67,12 @@ type Failover struct {
 	// Consecutive is the number of failing attempts in a row that eject an
 	// endpoint. Zero means 5.
 	Consecutive int
-	// Ejection is how long the first ejection lasts; zero means 5 s.
-	// MaxEjection caps it as it doubles; zero means 60 s.
+	// Ejection is how long an ejection lasts while the endpoint's outage
+	// is young; zero means 500 ms. Later ejections of one outage (failed
+	// probes, and returns that fail again within MaxEjection) last 1/32 of
+	// its age, the time since it was first ejected, as the breaker's
+	// openings do: an endpoint down for a minute is probed every 1.9 s.
+	// MaxEjection caps them; zero means 60 s.
 	Ejection, MaxEjection time.Duration
 	// MaxEjected is the largest share of the endpoints ejected at once,
 	// in (0, 1]; zero means 0.5. With two or more endpoints one may always
@@ -75,7 +83,7 @@ type Failover struct {
 // Defaults of failover. They are documented on [Failover].
 const (
 	defaultConsecutive = 5
-	defaultEjection    = 5 * time.Second
+	defaultEjection    = 500 * time.Millisecond
 	defaultMaxEjection = 60 * time.Second
 	defaultMaxEjected  = 0.5
 	maxEndpoints       = 64 // a call's tried endpoints fit in a uint64

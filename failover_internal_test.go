@@ -32,7 +32,7 @@ func TestFailoverResolve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.consecutive != 5 || cfg.ejection != 5*time.Second || cfg.maxEjection != time.Minute || cfg.maxEjected != 0.5 || cfg.leastInFlight {
+	if cfg.consecutive != 5 || cfg.ejection != 500*time.Millisecond || cfg.maxEjection != time.Minute || cfg.maxEjected != 0.5 || cfg.leastInFlight {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 	if got := cfg.eps[0].String(); got != "https://a.example/v1" {
@@ -261,10 +261,19 @@ func TestConsecutiveFailuresEject(t *testing.T) {
 	if ep, probe := s.pick(now, 0, true, noExt); ep == a || probe {
 		t.Fatal("a second probe in flight")
 	}
-	// The probe fails: out again, for twice as long.
+	// The probe fails: out again, for the base while the outage is young.
+	s.record("k", a, now, true, epFailure, false, 0)
+	if d := time.Duration(a.until.Load() - now); d < time.Second || d > 1100*time.Millisecond {
+		t.Fatalf("second ejection %s, want 1s + up to 10%%", d)
+	}
+	// A probe that fails at the outage's age of 64 s: out for 2 s.
+	now = int64(64 * time.Second)
+	if ep, probe := s.pick(now, 0, true, noExt); ep != a || !probe {
+		t.Fatal("no probe after the second ejection")
+	}
 	s.record("k", a, now, true, epFailure, false, 0)
 	if d := time.Duration(a.until.Load() - now); d < 2*time.Second || d > 2200*time.Millisecond {
-		t.Fatalf("second ejection %s, want 2s + up to 10%%", d)
+		t.Fatalf("ejection at 64s of outage %s, want 2s (1/32 of its age) + up to 10%%", d)
 	}
 	now += int64(2300 * time.Millisecond)
 	if _, probe := s.pick(now, 0, false, noExt); probe {
@@ -278,15 +287,18 @@ func TestConsecutiveFailuresEject(t *testing.T) {
 	if a.ejected.Load() || s.tier(a, now, extNone) != tierHealthy {
 		t.Fatal("a successful probe did not bring a back")
 	}
-	// Back within MaxEjection and failing again: the doubling goes on.
+	// Back, and failing again within MaxEjection: the same outage, 67.3 s
+	// old, whose age sets the ejection.
+	now += int64(time.Second)
 	for range 3 {
-		s.record("k", a, now+ms, false, epFailure, false, 0)
+		s.record("k", a, now, false, epFailure, false, 0)
 	}
-	if d := time.Duration(a.until.Load() - now - ms); d < 4*time.Second || d > 4400*time.Millisecond {
-		t.Fatalf("third ejection %s, want 4s", d)
+	if d, age := time.Duration(a.until.Load()-now), time.Duration(now); d < age/32 || d > age/32*11/10 {
+		t.Fatalf("ejection at %s of outage %s, want 1/32 of it", age, d)
 	}
 	want := []string{
 		"http://a:1 ejected failures",
+		"http://a:1 ejected probe_failed",
 		"http://a:1 ejected probe_failed",
 		"http://a:1 healthy probes_succeeded",
 		"http://a:1 ejected failures",
@@ -297,18 +309,20 @@ func TestConsecutiveFailuresEject(t *testing.T) {
 }
 
 // TestEjectionResetsAfterAQuietPeriod: an endpoint that stayed in for
-// MaxEjection starts over at the base ejection time.
+// MaxEjection starts a new outage, at the base ejection time.
 func TestEjectionResetsAfterAQuietPeriod(t *testing.T) {
 	s := three(t, Failover{Consecutive: 1, Ejection: time.Second, MaxEjection: 4 * time.Second})
 	a := s.eps[0]
-	now := int64(0)
-	for range 3 { // 1s, 2s, 4s
-		s.record("k", a, now, false, epFailure, false, 0)
-		now = a.until.Load()
-		s.record("k", a, now, true, epSuccess, false, 0)
-	}
-	if a.ejections != 3 {
+	s.record("k", a, 0, false, epFailure, false, 0)
+	now := int64(127 * time.Second)
+	s.record("k", a, now, true, epFailure, false, 0) // a failed probe 127 s in
+	now = a.until.Load()
+	s.record("k", a, now, true, epSuccess, false, 0)
+	if a.ejections != 2 {
 		t.Fatalf("ejections = %d", a.ejections)
+	}
+	if d := time.Duration(a.period.Load()); d < 4*time.Second {
+		t.Fatalf("the ejection of a 127s-old outage lasted %s, want 4s (the cap)", d)
 	}
 	now += int64(5 * time.Second)
 	s.record("k", a, now, false, epFailure, false, 0)

@@ -497,7 +497,7 @@ func TestExplainFailover(t *testing.T) {
     endpoints        3: https://eu.example, https://us.example, https://ap.example
     choice           fewest in flight within the best health tier; a retry or a hedge to an endpoint not tried yet
     ejects after     5 failing attempts in a row, or a failure rate >= 2x the others' + 10 points over 10s (>= 20 attempts)
-    ejected for      5s, doubling on each ejection up to 60s, +10% jitter; at most 1 of 3 at once
+    ejected for      500ms while the outage is young, then 1/32 of its age up to 60s, +10% jitter; at most 1 of 3 at once
     all out          the endpoint whose ejection ends first; ErrCircuitOpen when every breaker is open
 `
 	if got := tr.Explain(); !strings.Contains(got, want) {
@@ -618,6 +618,58 @@ func TestFailoverPassesOverAPausedEndpoint(t *testing.T) {
 		}
 		if seen["a.test"] != 1 {
 			t.Fatalf("requests by endpoint: %v, want a.test once", seen)
+		}
+	})
+}
+
+// A failover endpoint killed for 3 s and restarted gets traffic again
+// within a second of its restart, with the default ejection times.
+func TestFailoverRestartedEndpointGetsTrafficBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Delay: time.Millisecond})
+		var dead atomic.Bool
+		var restarted, back atomic.Int64 // nanoseconds since start; 0: not yet
+		start := time.Now()
+		base := bw.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if req.URL.Host == "a.test" {
+				if dead.Load() {
+					if req.Body != nil {
+						req.Body.Close()
+					}
+					return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+				}
+				if restarted.Load() != 0 {
+					back.CompareAndSwap(0, int64(time.Since(start)))
+				}
+			}
+			return u.Transport().RoundTrip(req)
+		})
+		tr := newTransport(t, base, bw.WithFailover(bw.Failover{Endpoints: []string{"http://a.test", "http://b.test"}}))
+		var stop atomic.Bool
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for !stop.Load() {
+					get(tr)
+					time.Sleep(20 * time.Millisecond)
+				}
+			})
+		}
+		time.Sleep(500 * time.Millisecond)
+		dead.Store(true)
+		time.Sleep(3 * time.Second)
+		dead.Store(false)
+		restarted.Store(int64(time.Since(start)))
+		time.Sleep(3 * time.Second)
+		stop.Store(true)
+		wg.Wait()
+		if back.Load() == 0 {
+			t.Fatal("the restarted endpoint got no traffic in 3 s")
+		}
+		after := time.Duration(back.Load() - restarted.Load())
+		t.Logf("a killed endpoint, restarted after 3 s, got its first request %s after its restart", after)
+		if after > time.Second {
+			t.Errorf("the restarted endpoint waited %s for traffic, want at most 1s", after)
 		}
 	})
 }
