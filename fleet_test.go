@@ -21,8 +21,9 @@ import (
 type fleetFigures struct {
 	calls, after, afterOK int // client calls; those sent after B came back, and those that succeeded
 	perCall               map[string]int
-	mean                  float64 // B's requests per client call
-	most                  int     // B's requests for one client call, at most
+	mean                  float64       // B's requests per client call
+	most                  int           // B's requests for one client call, at most
+	firstOK               time.Duration // from B's return to its first 200; -1: none
 }
 
 // measureTwoTiers runs a client -> A -> B chain, the propagation on or off
@@ -33,10 +34,14 @@ func measureTwoTiers(t *testing.T, propagate bool, outage, total time.Duration) 
 	var mu sync.Mutex
 	perCall := map[string]int{}
 	var recovery time.Time
+	firstOK := time.Duration(-1)
 	b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		perCall[r.Header.Get("X-Call")]++
 		down := time.Now().Before(recovery)
+		if !down && firstOK < 0 {
+			firstOK = time.Since(recovery)
+		}
 		mu.Unlock()
 		if down {
 			w.WriteHeader(http.StatusInternalServerError)
@@ -86,7 +91,7 @@ func measureTwoTiers(t *testing.T, propagate bool, outage, total time.Duration) 
 		time.Sleep(interval)
 	}
 	wg.Wait()
-	f := fleetFigures{calls: n, perCall: perCall}
+	f := fleetFigures{calls: n, perCall: perCall, firstOK: firstOK}
 	for i := range n {
 		if !sent[i].Before(recovery) {
 			f.after++
@@ -116,8 +121,11 @@ func TestFleetTwoTiersRetryOnce(t *testing.T) {
 	}
 	off := measureTwoTiers(t, false, 2*time.Second, 4*time.Second)
 	on := measureTwoTiers(t, true, 2*time.Second, 4*time.Second)
-	t.Logf("B down 2 s behind A, %d client calls: B saw %.2f requests per call, at most %d (without propagation %.2f, at most %d); after B's return %d/%d ok (without %d/%d)",
-		on.calls, on.mean, on.most, off.mean, off.most, on.afterOK, on.after, off.afterOK, off.after)
+	t.Logf("B down 2 s behind A, %d client calls: B saw %.2f requests per call, at most %d (without propagation %.2f, at most %d); after B's return %d/%d ok (without %d/%d), the first %s after it (without %s)",
+		on.calls, on.mean, on.most, off.mean, off.most, on.afterOK, on.after, off.afterOK, off.after, on.firstOK, off.firstOK)
+	if on.firstOK < 0 || on.firstOK > 500*time.Millisecond {
+		t.Errorf("B answered its first 200 %s after its return, want within 500ms", on.firstOK)
+	}
 	if on.most > 2 {
 		t.Errorf("B saw %d requests for one client call, want at most 2", on.most)
 	}
