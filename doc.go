@@ -59,7 +59,7 @@
 //	  WithAttemptTimeout(d)            T               10s, or the call timeout when shorter; 0: none
 //	retries
 //	  WithMaxAttempts(n)               T R             3; 1: no retries
-//	  WithBackoff(b)                   T R             ExponentialJitter(100ms, 5s); Retry-After on top
+//	  WithBackoff(b)                   T R             ExponentialJitter(100ms, 5s); Retry-After on top; a 502's first retry at once
 //	  WithRetryIf(fn)                  T R             retry what Category.Retryable says
 //	  WithRetryNonIdempotent(on)       T R             off: POST and PATCH only when provably not sent
 //	  WithBodyBuffering(max)           T R             0: a body without GetBody is sent once

@@ -169,7 +169,7 @@ func ExampleWithBackoff() {
 	explained(tr, "attempts", "delays")
 	// Output:
 	// attempts up to 4
-	// delays 250ms, 250ms, 250ms, never shorter than a Retry-After
+	// delays 250ms, 250ms, 250ms, never shorter than a Retry-After; a 502's first retry at once
 }
 
 // A retry budget of 10 % of calls plus one retry per second per key, over

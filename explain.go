@@ -100,11 +100,11 @@ func (t *Transport) Explain() string {
 	} else {
 		switch {
 		case c.backoffExact:
-			line(2, "delays", "%s, never shorter than a Retry-After", joinDurations(plan))
+			line(2, "delays", "%s, never shorter than a Retry-After; a 502's first retry at once", joinDurations(plan))
 		case c.backoffMax == nil:
-			line(2, "delays", "up to %s (the longest of 64 draws), never shorter than a Retry-After", joinDurations(plan))
+			line(2, "delays", "up to %s (the longest of 64 draws), never shorter than a Retry-After; a 502's first retry at once", joinDurations(plan))
 		default:
-			line(2, "delays", "up to %s (jittered below that), never shorter than a Retry-After", joinDurations(plan))
+			line(2, "delays", "up to %s (jittered below that), never shorter than a Retry-After; a 502's first retry at once", joinDurations(plan))
 		}
 	}
 	line(2, "idempotency", "%s", map[bool]string{

@@ -67,7 +67,7 @@ func ExampleTransport_Explain() {
 	// breakwater.Transport
 	//   retry
 	//     attempts         up to 3
-	//     delays           up to 100ms, 200ms (jittered below that), never shorter than a Retry-After
+	//     delays           up to 100ms, 200ms (jittered below that), never shorter than a Retry-After; a 502's first retry at once
 	//     idempotency      GET, HEAD, OPTIONS, TRACE, PUT, DELETE and requests with an Idempotency-Key; others only when provably unsent
 	//     sent once        a POST, PATCH or other method without an Idempotency-Key, unless provably unsent: not idempotent (WithRetryNonIdempotent is off)
 	//     sent once        a body without GetBody: not replayable (WithBodyBuffering is off)

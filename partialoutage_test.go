@@ -532,3 +532,28 @@ func TestPartialOutageQuota(t *testing.T) {
 		}
 	})
 }
+
+// One of two backends down behind a round-robin proxy, 25 calls/s for 8 s:
+// every other request fails, and the retry goes to the other backend.
+func TestPartialOutageOneOfTwoDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstreamFunc(t, func(n int, _ *http.Request) breakwatertest.Step {
+			if n%2 == 0 {
+				return breakwatertest.Step{Status: http.StatusBadGateway} // the dead backend's turn
+			}
+			return breakwatertest.Step{Delay: 5 * time.Millisecond}
+		})
+		tr := newTransport(t, u.Transport())
+		calls := openLoop(tr, 40*time.Millisecond, 8*time.Second, 2*time.Second)
+		ok := 0
+		for _, c := range calls {
+			if c.r.status == http.StatusOK {
+				ok++
+			}
+		}
+		t.Logf("one of two backends down: %d/%d calls ok, %.2f requests per call (bare: half)", ok, len(calls), float64(u.Count())/float64(len(calls)))
+		if ok < 190*len(calls)/200 {
+			t.Errorf("%d/%d calls ok, want at least 190/200", ok, len(calls))
+		}
+	})
+}

@@ -464,6 +464,9 @@ func (t *Transport) decide(c *call, a *attemptResult, now int64) (wait time.Dura
 		if wait, ok = backoffSafely(t.cfg.backoff, c.attempts, c.prevWait); !ok {
 			return 0, false, false, nil // a Backoff that panics means "do not retry"
 		}
+		if o.Status == http.StatusBadGateway && c.attempts == 1 {
+			wait = 0 // a gateway's backend failed: at once, its next pick is another
+		}
 		if o.HasRetryAfter {
 			hint := o.RetryAfter + time.Duration(rand.Float64()*retryAfterJitter*float64(o.RetryAfter))
 			wait = max(wait, hint)

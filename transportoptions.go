@@ -145,7 +145,10 @@ func WithMaxAttempts(n int) Option {
 }
 
 // WithBackoff sets the wait between attempts. A server's Retry-After hint
-// is honoured on top: the wait is never shorter than the hint. A Backoff
+// is honoured on top: the wait is never shorter than the hint. The one
+// exception is a 502 Bad Gateway without a hint: a gateway says its
+// backend failed, so the call's first retry goes at once, and a load
+// balancer's next pick is another backend. A Backoff
 // that panics when NewTransport draws its plan is a construction error;
 // one that panics later means "do not retry". It configures [NewTransport]
 // and [RetryStage]. Default: ExponentialJitter(100ms, 5s).
