@@ -557,3 +557,49 @@ func TestPartialOutageOneOfTwoDown(t *testing.T) {
 		}
 	})
 }
+
+// The maintenance window again, each call with a 2 s deadline: the calls
+// held through it whose deadline is later than the first success after it
+// get through, the release growing with the upstream's successes.
+func TestPartialOutageMaintenanceHeldCallsMeetTheirDeadlines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		recovery := start.Add(3 * time.Second)
+		u := breakwatertest.NewPipeUpstreamFunc(t, func(int, *http.Request) breakwatertest.Step {
+			if time.Now().Before(recovery) {
+				return breakwatertest.Step{Status: 503, Header: http.Header{"Retry-After": {"1"}}}
+			}
+			return breakwatertest.Step{Delay: 5 * time.Millisecond}
+		})
+		tr := newTransport(t, u.Transport())
+		calls := openLoop(tr, 20*time.Millisecond, 6*time.Second, 2*time.Second)
+		var firstOK time.Time
+		var after []time.Time
+		for _, r := range u.Requests() {
+			if !r.At.Before(recovery) {
+				if firstOK.IsZero() {
+					firstOK = r.At
+				}
+				after = append(after, r.At)
+			}
+		}
+		paused, later, laterOK := 0, 0, 0
+		for _, c := range calls {
+			if !c.at.Add(2 * time.Second).After(firstOK) {
+				continue
+			}
+			later++
+			switch {
+			case c.r.status == http.StatusOK:
+				laterOK++
+			case errors.Is(c.r.err, bw.ErrPaused):
+				paused++
+			}
+		}
+		t.Logf("maintenance, 2 s deadlines: of %d calls whose deadline is later than the first success (%s after the recovery), %d ok, %d ErrPaused; at most %d requests in 50 ms after it (2.5 offered)",
+			later, firstOK.Sub(recovery), laterOK, paused, maxInWindow(after, 50*time.Millisecond))
+		if paused > 10 {
+			t.Errorf("%d calls with a deadline later than the first success failed with ErrPaused, want at most 10", paused)
+		}
+	})
+}

@@ -382,6 +382,9 @@ func (g *PauseGates) answer(key string, over bool, d time.Duration) {
 			pg.changedLocked()
 		case ended:
 			pg.releaseLocked(g, now, o.lastProbe)
+			pg.ep.ramp = true
+		case !over:
+			pg.rampLocked(g, now)
 		}
 		if o.stale(now) {
 			pg.over = nil

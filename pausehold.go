@@ -18,7 +18,12 @@ import (
 // times as far apart as they arrived, while calls arriving meanwhile go
 // straight through: the upstream sees at most the offered load plus two
 // thirds of it, never a herd, and the held calls are through in about one
-// and a half times as long as the hold lasted. The retry of a call that
+// and a half times as long as the hold lasted. After an overload hold (503s
+// with a hint: maintenance), the release then follows the upstream's
+// answers: each round of successes halves the space (rampLocked), so the
+// held calls are through before their deadlines, and a held call whose
+// turn is past its deadline waits for its turn to move up rather than
+// failing at once. The retry of a call that
 // was itself throttled joins the held calls' line. A new hold stops the
 // release; the calls still waiting keep their order.
 const (
@@ -39,6 +44,11 @@ type episode struct {
 	relStart  int64     // when the release began; 0: not yet
 	space     int64     // between two held calls leaving the gate
 	next      int64     // during a release: the first slot not taken
+	// ramp: the release follows an overload hold, and a success of a call
+	// it let go, one space or more after the last halving (rampedAt),
+	// halves the space (rampLocked).
+	ramp     bool
+	rampedAt int64
 }
 
 // waiter is one held call.
@@ -57,6 +67,9 @@ type gateDecision struct {
 	probe bool  // a call that goes is the probe after a pause
 	at    int64 // registry nanoseconds
 	rem   int64 // how long the hold still lasts, for the deadline check
+	// ramping: the call's turn may come sooner (rampLocked): a turn past
+	// its deadline is waited for until the deadline, not refused at once.
+	ramping bool
 }
 
 // admitLocked decides for the call w (nil while it was not held) at now;
@@ -98,7 +111,7 @@ func (pg *pauseGate) decideLocked(g *PauseGates, now int64, w *waiter, held bool
 		// whatever the deadline, within the deadline.
 		return gateDecision{wait: true, park: true, at: ep.probeAt + int64(pauseProbeLease)}
 	case w != nil && w.slot && w.ep == ep.id: // held: its turn, in arrival order
-		return gateDecision{wait: now < w.at, at: w.at, rem: max(0, w.at-now)}
+		return gateDecision{wait: now < w.at, at: w.at, rem: max(0, w.at-now), ramping: ep.ramp}
 	case held && now < ep.next: // a throttled call's retry: in the held line
 		return gateDecision{wait: true, take: true, at: ep.next, rem: ep.next - now}
 	}
@@ -192,6 +205,35 @@ func (pg *pauseGate) releaseLocked(g *PauseGates, now, probe int64) {
 	pg.changedLocked()
 }
 
+// rampLocked speeds up the release of an overload hold on a success at
+// now: the space between the held calls still waiting halves, down to
+// minReleaseSpace, at most once per space, so that what the upstream is
+// sent grows with what it answers (one probe, then twice as fast per round
+// of successes) and the held calls are through before their deadlines,
+// not one and a half times the hold later. A release after a pause (a
+// 429) keeps its pace: a strict limiter answers the first calls and
+// refuses the next. pg.mu must be held.
+func (pg *pauseGate) rampLocked(g *PauseGates, now int64) {
+	ep := &pg.ep
+	if !ep.ramp || ep.relStart == 0 || ep.live == 0 || ep.space <= int64(minReleaseSpace) || now-ep.rampedAt < ep.space {
+		return
+	}
+	ep.space = max(ep.space/2, int64(minReleaseSpace))
+	ep.rampedAt = now
+	next := now + ep.space
+	for _, w := range ep.waiting {
+		if !w.gone && w.slot && w.at > next {
+			w.at = next
+			next += ep.space
+		}
+	}
+	if next < ep.next {
+		ep.next = next
+	}
+	g.busyUntil(pg, ep.next+1)
+	pg.changedLocked()
+}
+
 // waitSlow is wait while some gate holds something; latest is the value of
 // g.latest that sent the call here.
 func (g *PauseGates) waitSlow(ctx context.Context, key string, dl time.Time, latest int64, held bool) (probe bool, err error) {
@@ -210,7 +252,7 @@ func (g *PauseGates) waitSlow(ctx context.Context, key string, dl time.Time, lat
 		left, bounded := timeLeft(ctx, dl, t)
 		pg.mu.Lock()
 		d := pg.admitLocked(g, now, w, held)
-		if rem := time.Duration(d.rem); d.wait && (g.cfg.maxWait == 0 || rem > g.cfg.maxWait || bounded && rem >= left) {
+		if rem := time.Duration(d.rem); d.wait && (g.cfg.maxWait == 0 || rem > g.cfg.maxWait || bounded && rem >= left && !d.ramping) {
 			pg.leave(w)
 			pg.mu.Unlock()
 			return false, rejected(ErrPaused, key, g.wall(now+d.rem))
