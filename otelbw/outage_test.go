@@ -34,9 +34,9 @@ func TestOutageMatchesPrometheus(t *testing.T) {
 			switch at := time.Since(start); {
 			case at < 3*time.Second:
 				return breakwatertest.Step{Delay: 10 * time.Millisecond}
-			case at < 4500*time.Millisecond: // 429s past the first pause, so that a caller that can wait gets one
+			case at < 6500*time.Millisecond: // 429s past three pauses, so that a caller that can wait gets one
 				return breakwatertest.Step{Status: 429, Header: http.Header{"Retry-After": {"1"}}}
-			case at < 10*time.Second:
+			case at < 12*time.Second:
 				return breakwatertest.Step{Status: 503, Delay: 5 * time.Millisecond}
 			}
 			return breakwatertest.Step{Delay: 20 * time.Millisecond}
@@ -68,7 +68,7 @@ func TestOutageMatchesPrometheus(t *testing.T) {
 			})
 		}
 
-		time.Sleep(9 * time.Second) // the breaker has opened
+		time.Sleep(11 * time.Second) // the breaker has opened
 		synctest.Wait()
 		mid := requireSameSeries(t, "mid-outage", s, reg)
 		if mid[`breakwater.breaker.status{breakwater.breaker.state="closed",breakwater.key="http://upstream.test"}`] != 0 {
