@@ -705,9 +705,13 @@ type BreakerSnapshot struct {
 	// LastFailure is the category of the most recent failure, if any.
 	LastFailure   string    `json:"last_failure,omitempty"`
 	LastFailureAt time.Time `json:"last_failure_at,omitzero"`
-	// ProbesInFlight and ProbeSuccesses describe the half-open state.
+	// ProbesInFlight and ProbeSuccesses describe the half-open state, and
+	// ProbesAllowed is how many probes its ramp lets through at once now:
+	// the configured probes ([WithHalfOpen]), doubled per success, at most
+	// 1024; 0 unless half-open.
 	ProbesInFlight int `json:"probes_in_flight"`
 	ProbeSuccesses int `json:"probe_successes"`
+	ProbesAllowed  int `json:"probes_allowed,omitempty"`
 	// ShadowRejections counts admissions a shadow-mode breaker would have
 	// rejected.
 	ShadowRejections int64  `json:"shadow_rejections,omitempty"`
@@ -753,6 +757,9 @@ func (b *Breaker) Snapshot() BreakerSnapshot {
 	}
 	if s != StateClosed {
 		snap.OpenedOn = b.openedOn
+	}
+	if s == StateHalfOpen {
+		snap.ProbesAllowed = b.allowance()
 	}
 	if s == StateOpen {
 		until := b.openUntil.Load()

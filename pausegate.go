@@ -545,7 +545,22 @@ type PauseSnapshot struct {
 	Until            time.Time     `json:"until,omitzero"`
 	Remaining        time.Duration `json:"-"`
 	RemainingSeconds float64       `json:"remaining_seconds,omitempty"`
+	// Paced is set while the key's requests go no faster than the rate
+	// its 429s taught (see [PauseGates]): PaceRate, in requests per
+	// second. PacePhase is "slow_start" while the rate doubles per round
+	// of successes, and "ceiling" once a 429 set a ceiling (PaceCeiling,
+	// requests per second) that the rate stays near.
+	Paced       bool    `json:"paced,omitempty"`
+	PaceRate    float64 `json:"pace_rate,omitempty"`
+	PacePhase   string  `json:"pace_phase,omitempty"`
+	PaceCeiling float64 `json:"pace_ceiling,omitempty"`
 }
+
+// The phases of a learned rate, as [PauseSnapshot.PacePhase] names them.
+const (
+	PaceSlowStart = "slow_start"
+	PaceCeiling   = "ceiling"
+)
 
 func (g *PauseGates) snapshot(pg *pauseGate) PauseSnapshot {
 	s := PauseSnapshot{Key: pg.key}
@@ -557,6 +572,14 @@ func (g *PauseGates) snapshot(pg *pauseGate) PauseSnapshot {
 		s.Paused, s.Until, s.Remaining = true, g.wall(u), time.Duration(u-now)
 		s.RemainingSeconds = s.Remaining.Seconds()
 	}
+	pg.mu.Lock()
+	if p := pg.pace; p != nil && !p.stale(now) {
+		s.Paced, s.PaceRate, s.PaceCeiling, s.PacePhase = true, p.rate, p.ceiling, PaceSlowStart
+		if p.ceiling > 0 {
+			s.PacePhase = PaceCeiling
+		}
+	}
+	pg.mu.Unlock()
 	return s
 }
 

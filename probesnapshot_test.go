@@ -45,3 +45,30 @@ func TestSnapshotProbesInFlight(t *testing.T) {
 		p2.Done(bw.Outcome{Category: bw.Canceled})
 	})
 }
+
+// A half-open breaker's snapshot shows its ramp: the probes it lets through
+// at once now, doubling with each success; none while closed.
+func TestSnapshotProbesAllowed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bs := newBreakers(t, bw.WithHalfOpen(3, 4))
+		b := bs.Get("k")
+		if n := b.Snapshot().ProbesAllowed; n != 0 {
+			t.Fatalf("closed: %d probes allowed, want 0", n)
+		}
+		b.Trip(time.Second)
+		time.Sleep(time.Second)
+		for i, want := range []int{3, 6, 12, 24} {
+			if s := b.Snapshot(); s.ProbesAllowed != want || s.ProbeSuccesses != i {
+				t.Fatalf("after %d successes: %d probes allowed (%d successes), want %d", i, s.ProbesAllowed, s.ProbeSuccesses, want)
+			}
+			p, err := b.Allow()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Done(bw.Outcome{Category: bw.Success, Status: 200})
+		}
+		if s := b.Snapshot(); s.State != bw.StateClosed || s.ProbesAllowed != 0 {
+			t.Fatalf("after 4 successes: %s with %d probes allowed, want closed with 0", s.StateName, s.ProbesAllowed)
+		}
+	})
+}
