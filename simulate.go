@@ -27,6 +27,11 @@ type Scenario struct {
 	Failure Category
 	// RetryAfter is the hint a Throttled failure carries. Default 1 s.
 	RetryAfter time.Duration
+	// Limit, when > 0 with a Throttled failure, makes the outage a strict
+	// rate limiter's (as nginx's limit_req without a burst): during it,
+	// the upstream serves one request every 1/Limit seconds and answers
+	// each other one with a 429 carrying RetryAfter.
+	Limit float64
 	// FailureRate, when in (0, 1), makes each attempt during the outage
 	// fail with that probability instead (seeded by Seed).
 	FailureRate float64
@@ -84,7 +89,9 @@ type SimResult struct {
 // and, through Scenario.Observe, every event on the way. It takes no real
 // time and touches no state of the transport.
 //
-// It models the callers of the scenario making GET requests; it does not
+// It models the callers of the scenario making GET requests, and the pause
+// gate's learned rate (a strict limiter, Scenario.Limit, is met by it); it
+// does not
 // model rate limits, bulkheads, a [WithRetryIf] function (the outcome's
 // category decides what is retried), rate limit headers, the randomness
 // of backoff and open-duration jitter, or how a pause gate spreads the
@@ -114,6 +121,7 @@ type simulation struct {
 	callers []*simCaller
 	res     SimResult
 	opening *simCall // the call being charged, to credit an opening to
+	served  int64    // when the strict limiter last served a request; -1: never
 }
 
 const simKey = "upstream.sim"
@@ -167,7 +175,7 @@ func newSimulation(t *Transport, s Scenario) *simulation {
 	if s.RetryAfter <= 0 {
 		s.RetryAfter = time.Second
 	}
-	sim := &simulation{t: t, s: s, plan: t.cfg.plan()}
+	sim := &simulation{t: t, s: s, plan: t.cfg.plan(), served: -1}
 	sim.rng = rand.New(rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15))
 	sim.bs = t.breakers.simulated(&sim.now)
 	sim.faults = t.breakers.cfg.faultRate
@@ -407,6 +415,9 @@ func (sim *simulation) answer() (Outcome, int64, error) {
 		failing = sim.rng.Float64() < s.FailureRate
 	}
 	dur := int64(s.AttemptTime)
+	if failing && s.Failure == Throttled && s.Limit > 0 && (sim.served < 0 || sim.now-sim.served >= int64(float64(time.Second)/s.Limit)) {
+		sim.served, failing = sim.now, false // the strict limiter serves this one
+	}
 	if !failing {
 		return Outcome{Category: Success, Status: http.StatusOK}, dur, nil
 	}

@@ -200,3 +200,43 @@ func TestSimulateDurationWithoutThinkTimeEnds(t *testing.T) {
 		t.Fatalf("%+v: want the breaker open, rejections, and 30s simulated", r)
 	}
 }
+
+// strictRun simulates four callers against a strict limiter of 10/s for
+// a minute and counts, over its last 30 s, the requests served and the
+// 429s answered.
+func strictRun(t *testing.T, opts ...bw.Option) (served, throttled int, r bw.SimResult) {
+	t.Helper()
+	tr, err := bw.NewTransport(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = tr.Simulate(bw.Scenario{Failure: bw.Throttled, Limit: 10, Callers: 4, Duration: time.Minute, Observe: func(at time.Duration, e bw.Event) {
+		if e.Kind != bw.EventAttempt || at < 30*time.Second {
+			return
+		}
+		switch e.Status {
+		case 200:
+			served++
+		case 429:
+			throttled++
+		}
+	}})
+	return served, throttled, r
+}
+
+// A strict limiter's rate is learned in the simulation as by the
+// transport (TestStrictLimiter): once learned, the upstream serves at
+// least 250 of its 300 requests in 30 s and answers few 429s; without the
+// pause gate, the callers get mostly 429s.
+func TestSimulateStrictLimiter(t *testing.T) {
+	served, throttled, r := strictRun(t)
+	t.Logf("defaults: %d served, %d 429s in the last 30s; %+v", served, throttled, r)
+	if served < 250 || throttled > 10 {
+		t.Errorf("%d served and %d 429s in 30s, want at least 250 and at most 10", served, throttled)
+	}
+	bs, bt, _ := strictRun(t, bw.WithoutPauseGate())
+	t.Logf("without a pause gate: %d served, %d 429s in the last 30s", bs, bt)
+	if bt <= throttled {
+		t.Errorf("without a pause gate %d 429s, with it %d: the learned rate spared none", bt, throttled)
+	}
+}

@@ -58,9 +58,10 @@ type Interval struct {
 	// the upstream, by reason (see [Reasons]).
 	Rejected map[string]int
 	// Attempts counts the requests the upstream saw, FailedAttempts those
-	// of them that failed, Retries the retries scheduled, and
+	// of them that failed, Throttled those it answered 429 (or another
+	// [breakwater.Throttled] answer), Retries the retries scheduled, and
 	// BudgetRefused the retries the retry budget refused.
-	Attempts, FailedAttempts, Retries, BudgetRefused int
+	Attempts, FailedAttempts, Throttled, Retries, BudgetRefused int
 	// Hedges counts the hedges sent: attempts started while an earlier
 	// attempt of the same call was still waiting for its answer. Each is
 	// also counted in Attempts once it ends.
@@ -207,6 +208,9 @@ func (r *Recorder) Record(at time.Duration, e breakwater.Event) {
 		iv.Attempts++
 		if e.Category.Failure() {
 			iv.FailedAttempts++
+		}
+		if e.Category == breakwater.Throttled {
+			iv.Throttled++
 		}
 	case breakwater.EventRetry:
 		iv.Retries++

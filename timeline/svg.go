@@ -43,6 +43,7 @@ var colours = map[string]string{
 	"sent":       "#212121",
 	"retried":    "#0277bd",
 	"hedged":     "#00897b",
+	"throttled":  "#ad1457",
 	"closed":     "#a5d6a7",
 	"half_open":  "#ffe082",
 	"open":       "#ef9a9a",
@@ -61,7 +62,8 @@ var colours = map[string]string{
 //     failing attempts), the breaker's state, and the pauses;
 //   - per interval, a stacked bar of the calls that ended: succeeded,
 //     failed, and rejected by reason;
-//   - lines for the requests the upstream saw, the retries and the hedges;
+//   - lines for the requests the upstream saw, the retries and the hedges,
+//     and, when the upstream answered any, its 429s;
 //   - a mark on the upstream's band where a failover endpoint changed
 //     tier (ejected, degraded, healthy again), titled with its name.
 //
@@ -128,8 +130,21 @@ func (d *drawing) draw(title string) {
 	d.line("sent", "requests the upstream saw", func(iv Interval) int { return iv.Attempts }, "")
 	d.line("retried", "retries", func(iv Interval) int { return iv.Retries }, ` stroke-dasharray="5 3"`)
 	d.line("hedged", "hedges", func(iv Interval) int { return iv.Hedges }, ` stroke-dasharray="2 2"`)
+	if d.throttled() {
+		d.line("throttled", "429s the upstream answered", func(iv Interval) int { return iv.Throttled }, ` stroke-dasharray="8 3"`)
+	}
 	d.legend(legend)
 	d.printf("</svg>\n")
+}
+
+// throttled reports whether the upstream answered any 429.
+func (d *drawing) throttled() bool {
+	for _, iv := range d.t.Intervals {
+		if iv.Throttled > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // peak is the largest value any chart series reaches.
@@ -392,6 +407,9 @@ func (d *drawing) legendItems() []legendItem {
 		{key: "open", label: "breaker open", kind: "box"},
 		{key: "pause", label: "upstream asked to pause", kind: "box"},
 	}}
+	if d.throttled() {
+		rows[1] = append(rows[1], legendItem{key: "throttled", label: "429s the upstream answered", kind: "long"})
+	}
 	if len(d.t.Health) > 0 {
 		rows[1] = append(rows[1], legendItem{key: "ejected", label: "endpoint ejected (dashed: back)", kind: "line"})
 	}
@@ -425,6 +443,8 @@ func (d *drawing) legend(items []legendItem) {
 			d.printf(`<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2"/>`, lx, lx+12, y-4, y-4, colours[it.key])
 		case "dash":
 			d.printf(`<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2" stroke-dasharray="4 2"/>`, lx, lx+12, y-4, y-4, colours[it.key])
+		case "long":
+			d.printf(`<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2" stroke-dasharray="8 3"/>`, lx, lx+12, y-4, y-4, colours[it.key])
 		case "dot":
 			d.printf(`<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2" stroke-dasharray="2 2"/>`, lx, lx+12, y-4, y-4, colours[it.key])
 		}

@@ -273,6 +273,40 @@ func TestWriteSVGWithoutFailover(t *testing.T) {
 	}
 }
 
+// A 429 answered is counted per interval and drawn as its own line, which
+// the legend explains; a timeline without any draws none.
+func TestWriteSVGDrawsThrottled(t *testing.T) {
+	r := timeline.New(time.Second)
+	r.Record(0, bw.Event{Kind: bw.EventAttempt, Category: bw.Success, Status: 200})
+	r.Record(1100*time.Millisecond, bw.Event{Kind: bw.EventAttempt, Category: bw.Throttled, Status: 429})
+	r.Record(1200*time.Millisecond, bw.Event{Kind: bw.EventAttempt, Category: bw.Throttled, Status: 429})
+	r.Record(2100*time.Millisecond, bw.Event{Kind: bw.EventAttempt, Category: bw.ServerError, Status: 502})
+	tl := r.Timeline()
+	if got := [3]int{tl.Intervals[0].Throttled, tl.Intervals[1].Throttled, tl.Intervals[2].Throttled}; got != [3]int{0, 2, 0} {
+		t.Fatalf("throttled per interval %v, want [0 2 0]", got)
+	}
+	var b bytes.Buffer
+	if err := timeline.WriteSVG(&b, tl, "x"); err != nil {
+		t.Fatal(err)
+	}
+	doc := parseSVG(t, b.Bytes())
+	if got := doc.ids["throttled"]["data-values"]; got != "0,2,0" {
+		t.Errorf("throttled data-values %q, want 0,2,0", got)
+	}
+	if !strings.Contains(b.String(), "429s the upstream answered") {
+		t.Error("the legend does not explain the 429s")
+	}
+	b.Reset()
+	r = timeline.New(time.Second)
+	r.Record(0, bw.Event{Kind: bw.EventAttempt, Category: bw.ServerError, Status: 502})
+	if err := timeline.WriteSVG(&b, r.Timeline(), "x"); err != nil {
+		t.Fatal(err)
+	}
+	if doc := parseSVG(t, b.Bytes()); doc.ids["throttled"] != nil || strings.Contains(b.String(), "429s") {
+		t.Error("a 429 line drawn for a timeline without any")
+	}
+}
+
 // A Recorder on a Transport with failover and hedging counts the hedges it
 // sent and records the ejection of the endpoint that failed.
 func TestRecorderSeesHedgesAndEjections(t *testing.T) {
