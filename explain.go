@@ -157,11 +157,8 @@ func (t *Transport) Explain() string {
 			line(2, "full outage", "stays closed through %d calls of a single caller (simulated)", r.Calls)
 		}
 		line(2, "charged", "%s", charge)
-		minute := min(max(time.Minute/probeAgeDivisor, bc.openTimeout), bc.maxOpenTimeout)
-		line(2, "probes", "every %s while the outage is young, then 1/%d of its age up to %s (every %s after a minute), up to %.0f%% sooner at random",
-			formatDuration(bc.openTimeout), probeAgeDivisor, formatDuration(bc.maxOpenTimeout), formatDuration(minute), bc.jitter*100)
-		line(2, "half-open", "%d probe(s) at a time, doubling with each success, %d success(es) to close; a call that finds them taken waits for an answer up to a quarter of its time left (at most %s)",
-			bc.maxProbes, bc.successes, formatDuration(maxHalfOpenHold))
+		line(2, "probes", "%s", explainCadence(bc))
+		line(2, "half-open", "%s", explainRamp(bc))
 		if bc.mode == modeShadow {
 			line(2, "mode", "shadow: counts what it would reject, rejects nothing")
 		}
@@ -175,7 +172,9 @@ func (t *Transport) Explain() string {
 		line(2, "", "none: a throttled call waits its own Retry-After; other calls are not held")
 	} else {
 		line(2, "429", "pauses the host for its hint (at most %s); the calls held leave one probe first, then spread out", formatDuration(g.cfg.maxPause))
-		line(2, "learned rate", "a host that serves some requests and refuses more right after a pause is paced: from 1 per hint, doubling per success until a 429, then just under the last rate answered; forgotten %s after its last 429", formatDuration(paceForget))
+		line(2, "learned rate", "a strict limiter's rate is learned: a 429 less than a hint after a pause ended, with a success since, paces the host at 1 request per hint (1/s for a 1s hint), doubling per round of successes (slow start) until a 429; then a ceiling halfway between the last two rates, the rate climbing to %.0f%% of it; each later 429 sets the ceiling to the last rate answered and cuts the rate to %.0f%% of it; forgotten %s after the last 429",
+			paceTarget*100, paceBackoff*100, formatDuration(paceForget))
+		line(2, "strict limiter", "%s", t.explainStrict())
 		line(2, "503 + hint", "delays that call's retry; holds the host only while such answers are the majority (at least %d in %s), with a probe every %s", overloadMinimum, formatDuration(overloadWindow), formatDuration(overloadProbeEvery))
 		line(2, "quota fields", "%s", map[bool]string{true: "paced on (RateLimit, RateLimit-Policy, X-RateLimit-*)", false: "ignored"}[t.limits.pacing])
 	}
@@ -201,6 +200,103 @@ func (t *Transport) Explain() string {
 		line(2, "takes", "unbounded: nothing limits a single attempt")
 	}
 	return b.String()
+}
+
+// Outage ages at which Explain states the probe cadence.
+var cadenceAges = [...]time.Duration{time.Minute, 10 * time.Minute}
+
+// explainCadence states how often a breaker of c probes an outage: the
+// open timeout while the outage is young, then a 32nd of its age up to
+// the maximum, at two ages.
+func explainCadence(c *breakerConfig) string {
+	base, most := c.openTimeout, c.maxOpenTimeout
+	var b strings.Builder
+	if base >= most {
+		fmt.Fprintf(&b, "an opening lasts %s, whatever the outage's age", formatDuration(base))
+	} else {
+		fmt.Fprintf(&b, "an opening lasts %s while the outage is young (its first %s), then 1/%d of its age, at most %s (from %s on):",
+			formatDuration(base), formatAge(base*probeAgeDivisor), probeAgeDivisor, formatDuration(most), formatAge(most*probeAgeDivisor))
+		for i, age := range cadenceAges {
+			every := formatDuration(min(max(age/probeAgeDivisor, base), most))
+			if i == 0 {
+				fmt.Fprintf(&b, " a %s outage is probed every %s", formatAge(age), every)
+			} else {
+				fmt.Fprintf(&b, ", a %s one every %s", formatAge(age), every)
+			}
+		}
+	}
+	if c.jitter > 0 {
+		fmt.Fprintf(&b, "; jitter shortens each opening by up to %.0f%%", c.jitter*100)
+	}
+	return b.String()
+}
+
+// explainRamp states a half-open breaker's ramp of c: its probes at once,
+// success by success until it closes, and how long a call finding them
+// taken waits.
+func explainRamp(c *breakerConfig) string {
+	var steps []string
+	for ok := range min(c.successes, 7) {
+		n := min(c.maxProbes<<min(ok, 10), max(c.maxProbes, maxRampProbes))
+		if ok == 6 {
+			steps = append(steps, "…")
+			break
+		}
+		steps = append(steps, strconv.Itoa(n))
+	}
+	return fmt.Sprintf("%s, doubling per success up to %d, closes after %s (probes at once: %s); a call finding the probes taken waits for an answer up to 1/4 of its time left, at most %s",
+		count(c.maxProbes, "probe"), max(c.maxProbes, maxRampProbes), count(c.successes, "success"), strings.Join(steps, ", "), formatDuration(maxHalfOpenHold))
+}
+
+// Explain's strict limiter: what its simulation sends to, and for how
+// long it measures the rate learned.
+const (
+	strictRate    = 10.0
+	strictCallers = 4
+	strictLearn   = 30 * time.Second
+)
+
+// explainStrict simulates the transport's callers against a strict
+// limiter and states the rate it is met at once learned.
+func (t *Transport) explainStrict() string {
+	var served, throttled int
+	t.Simulate(Scenario{Failure: Throttled, Limit: strictRate, Callers: strictCallers, Duration: 2 * strictLearn, Observe: func(at time.Duration, e Event) {
+		if e.Kind != EventAttempt || at < strictLearn {
+			return
+		}
+		switch e.Category {
+		case Success:
+			served++
+		case Throttled:
+			throttled++
+		}
+	}})
+	return fmt.Sprintf("one of %s/s answering 429 + a 1s hint beyond it serves %s/s from %s on, with %s in the next %s (simulated, %d callers)",
+		strconv.FormatFloat(strictRate, 'f', -1, 64), strconv.FormatFloat(float64(served)/strictLearn.Seconds(), 'f', 1, 64), formatDuration(strictLearn),
+		count(throttled, "429"), formatDuration(strictLearn), strictCallers)
+}
+
+// count is n and word, with an s (or es) when n is not 1.
+func count(n int, word string) string {
+	if strings.HasSuffix(word, "s") {
+		return strconv.Itoa(n) + " " + plural(uint32(n), word, word+"es")
+	}
+	return strconv.Itoa(n) + " " + plural(uint32(n), word, word+"s")
+}
+
+// formatAge is formatDuration for an outage's age: minutes past one.
+func formatAge(d time.Duration) string {
+	if d <= time.Minute {
+		return formatDuration(d)
+	}
+	s := d.Round(time.Second).String()
+	if r, ok := strings.CutSuffix(s, "m0s"); ok {
+		s = r + "m"
+	}
+	if r, ok := strings.CutSuffix(s, "h0m"); ok {
+		s = r + "h"
+	}
+	return s
 }
 
 // explainLimits describes the rate and concurrency limits of a

@@ -78,11 +78,12 @@ func ExampleTransport_Explain() {
 	//     opens after      11 failures within 10s (5 for a timeout), if at least 50% of the calls since the first of them failed
 	//     full outage      opens on call 11 of a single caller, 408ms in (simulated)
 	//     charged          once per call that gives up, as its attempts showed
-	//     probes           every 100ms while the outage is young, then 1/32 of its age up to 60s (every 1.9s after a minute), up to 10% sooner at random
-	//     half-open        1 probe(s) at a time, doubling with each success, 2 success(es) to close; a call that finds them taken waits for an answer up to a quarter of its time left (at most 1s)
+	//     probes           an opening lasts 100ms while the outage is young (its first 3.2s), then 1/32 of its age, at most 60s (from 32m on): a 60s outage is probed every 1.9s, a 10m one every 18.8s; jitter shortens each opening by up to 10%
+	//     half-open        1 probe, doubling per success up to 1024, closes after 2 successes (probes at once: 1, 2); a call finding the probes taken waits for an answer up to 1/4 of its time left, at most 1s
 	//   pause gate
 	//     429              pauses the host for its hint (at most 120s); the calls held leave one probe first, then spread out
-	//     learned rate     a host that serves some requests and refuses more right after a pause is paced: from 1 per hint, doubling per success until a 429, then just under the last rate answered; forgotten 30s after its last 429
+	//     learned rate     a strict limiter's rate is learned: a 429 less than a hint after a pause ended, with a success since, paces the host at 1 request per hint (1/s for a 1s hint), doubling per round of successes (slow start) until a 429; then a ceiling halfway between the last two rates, the rate climbing to 97% of it; each later 429 sets the ceiling to the last rate answered and cuts the rate to 90% of it; forgotten 30s after the last 429
+	//     strict limiter   one of 10/s answering 429 + a 1s hint beyond it serves 8.8/s from 30s on, with 3 429s in the next 30s (simulated, 4 callers)
 	//     503 + hint       delays that call's retry; holds the host only while such answers are the majority (at least 2 in 1s), with a probe every 150ms
 	//     quota fields     paced on (RateLimit, RateLimit-Policy, X-RateLimit-*)
 	//   across replicas
@@ -207,5 +208,34 @@ func TestExplainIsDeterministic(t *testing.T) {
 				t.Fatalf("Explain differs between two calls:\n%s\nthen\n%s", first, again)
 			}
 		}
+	}
+}
+
+// Explain states the probe cadence, the half-open ramp and the learned
+// rate in the numbers of the transport's own configuration.
+func TestExplainCadenceRampAndPacing(t *testing.T) {
+	tr, err := bw.NewTransport(bw.WithOpenTimeout(time.Second, 10*time.Second), bw.WithHalfOpen(2, 9), bw.WithOpenJitter(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"probes           an opening lasts 1s while the outage is young (its first 32s), then 1/32 of its age, at most 10s (from 5m20s on): a 60s outage is probed every 1.9s, a 10m one every 10s\n",
+		"half-open        2 probes, doubling per success up to 1024, closes after 9 successes (probes at once: 2, 4, 8, 16, 32, 64, …)",
+		"learned rate     a strict limiter's rate is learned: ",
+		"strict limiter   one of 10/s answering 429 + a 1s hint beyond it serves ",
+	} {
+		if !strings.Contains(tr.Explain(), want) {
+			t.Errorf("Explain lacks %q:\n%s", want, tr.Explain())
+		}
+	}
+	tr, err = bw.NewTransport(bw.WithOpenTimeout(time.Second, time.Second), bw.WithoutPauseGate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "an opening lasts 1s, whatever the outage's age; jitter shortens each opening by up to 10%"; !strings.Contains(tr.Explain(), want) {
+		t.Errorf("Explain lacks %q:\n%s", want, tr.Explain())
+	}
+	if strings.Contains(tr.Explain(), "strict limiter") {
+		t.Errorf("Explain simulates a strict limiter without a pause gate:\n%s", tr.Explain())
 	}
 }
