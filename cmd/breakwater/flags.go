@@ -172,18 +172,19 @@ type scenarioFlags struct {
 	healthyFor, failFor, retryAfter time.Duration
 	attemptTime, think, duration    time.Duration
 	interval                        time.Duration
-	failureRate                     float64
+	failureRate, limit              float64
 	callers, maxCalls               int
 	seed                            uint64
 }
 
 func addScenarioFlags(fs *flag.FlagSet) *scenarioFlags {
 	sf := &scenarioFlags{}
-	fs.StringVar(&sf.outage, "outage", "server_error", "how the upstream fails: server_error (502), timeout (it hangs), network_error or throttled (429)")
+	fs.StringVar(&sf.outage, "outage", "server_error", "how the upstream fails: server_error (502), timeout (it hangs), network_error, throttled (429) or strict_limiter (429 beyond -limit)")
 	fs.DurationVar(&sf.healthyFor, "healthy-for", 0, "how long the upstream answers well before the outage")
 	fs.DurationVar(&sf.failFor, "fail-for", 0, "how long the outage lasts (0: it never recovers)")
 	fs.Float64Var(&sf.failureRate, "failure-rate", 0, "during the outage, fail only this fraction of attempts")
-	fs.DurationVar(&sf.retryAfter, "retry-after", time.Second, "the Retry-After of a throttled outage")
+	fs.DurationVar(&sf.retryAfter, "retry-after", time.Second, "the Retry-After of a throttled or strict_limiter outage")
+	fs.Float64Var(&sf.limit, "limit", 10, "the requests per second a strict_limiter outage serves (no burst)")
 	fs.DurationVar(&sf.attemptTime, "attempt-time", 0, "how long the upstream takes to answer")
 	fs.IntVar(&sf.callers, "callers", 4, "callers making calls at once, each one call after another")
 	fs.DurationVar(&sf.think, "think", 100*time.Millisecond, "each caller's pause between its calls")
@@ -199,13 +200,25 @@ var outages = map[string]breakwater.Category{
 	"timeout":       breakwater.Timeout,
 	"network_error": breakwater.NetworkError,
 	"throttled":     breakwater.Throttled,
+	// strictLimiter: a throttled outage that serves -limit requests a
+	// second.
+	strictLimiter: breakwater.Throttled,
 }
+
+const strictLimiter = "strict_limiter"
 
 // scenario builds the Scenario; a timeline needs a duration.
 func (sf *scenarioFlags) scenario(drawing bool) (breakwater.Scenario, error) {
 	cat, ok := outages[sf.outage]
 	if !ok {
-		return breakwater.Scenario{}, usageError("unknown -outage %q: want server_error, timeout, network_error or throttled", sf.outage)
+		return breakwater.Scenario{}, usageError("unknown -outage %q: want server_error, timeout, network_error, throttled or strict_limiter", sf.outage)
+	}
+	var limit float64
+	if sf.outage == strictLimiter {
+		if !(sf.limit > 0) {
+			return breakwater.Scenario{}, usageError("-limit must be > 0, got %v", sf.limit)
+		}
+		limit = sf.limit
 	}
 	if sf.callers < 1 || sf.maxCalls < 0 || sf.duration < 0 || sf.healthyFor < 0 || sf.failFor < 0 || !(sf.failureRate >= 0 && sf.failureRate <= 1) {
 		return breakwater.Scenario{}, usageError("scenario flags out of range: -callers >= 1, -failure-rate in [0, 1], durations >= 0")
@@ -222,7 +235,7 @@ func (sf *scenarioFlags) scenario(drawing bool) (breakwater.Scenario, error) {
 	}
 	return breakwater.Scenario{
 		AttemptTime: sf.attemptTime, HealthyFor: sf.healthyFor, FailFor: sf.failFor, Failure: cat,
-		RetryAfter: sf.retryAfter, FailureRate: sf.failureRate, Seed: sf.seed,
+		RetryAfter: sf.retryAfter, Limit: limit, FailureRate: sf.failureRate, Seed: sf.seed,
 		Callers: sf.callers, Think: sf.think, Duration: d, MaxCalls: sf.maxCalls,
 	}, nil
 }
@@ -242,6 +255,9 @@ func (sf *scenarioFlags) describe(s breakwater.Scenario) string {
 		fmt.Fprintf(&b, "healthy for %s, then ", seconds(s.HealthyFor))
 	}
 	what := map[breakwater.Category]string{breakwater.ServerError: "502s", breakwater.Timeout: "hangs", breakwater.NetworkError: "refused connections", breakwater.Throttled: "429s"}[s.Failure]
+	if s.Limit > 0 {
+		what = fmt.Sprintf("a strict limiter of %s/s (429 + Retry-After %s beyond it)", strconv.FormatFloat(s.Limit, 'f', -1, 64), seconds(s.RetryAfter))
+	}
 	if s.FailureRate > 0 && s.FailureRate < 1 {
 		fmt.Fprintf(&b, "%.0f%% %s", 100*s.FailureRate, what)
 	} else {

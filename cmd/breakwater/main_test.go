@@ -166,6 +166,104 @@ func TestSimulateSVG(t *testing.T) {
 	}
 }
 
+// svgSeries returns the data-values of every element with an id in the
+// SVG file at path.
+func svgSeries(t *testing.T, path string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svgcheck.Check(bytes.NewReader(b)); err != nil {
+		t.Errorf("the timeline reaches outside its viewBox:\n%v", err)
+	}
+	ids := map[string]string{}
+	dec := xml.NewDecoder(bytes.NewReader(b))
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return ids
+		}
+		if err != nil {
+			t.Fatalf("not well-formed: %v", err)
+		}
+		if el, ok := tok.(xml.StartElement); ok {
+			var id, values, phase string
+			for _, a := range el.Attr {
+				switch a.Name.Local {
+				case "id":
+					id = a.Value
+				case "data-values":
+					values = a.Value
+				case "data-phase":
+					phase = a.Value
+				}
+			}
+			if id != "" {
+				ids[id] = values
+			}
+			if phase != "" {
+				ids["phase "+phase] = ""
+			}
+		}
+	}
+}
+
+// simulate of an outage that ends says how soon the upstream was served
+// again and the breaker closed, and draws the recovery.
+func TestSimulateRecovery(t *testing.T) {
+	svg := filepath.Join(t.TempDir(), "recovery.svg")
+	out, err := runCmd(t, "simulate", "-healthy-for", "10s", "-fail-for", "20s", "-duration", "60s", "-svg", svg)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"upstream healthy for 10s, then 502s for 20s, then healthy",
+		"the upstream recovers at 30s: the first request served ", ", the breaker closes "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	ids := svgSeries(t, svg)
+	for _, id := range []string{"phase healthy", "phase outage", "phase recovered", "band-breaker"} {
+		if _, ok := ids[id]; !ok {
+			t.Errorf("the timeline has no %q", id)
+		}
+	}
+	out, err = runCmd(t, "simulate", "-healthy-for", "10s", "-fail-for", "20s", "-duration", "20s")
+	if err != nil || !strings.Contains(out, "the simulation ends before the upstream recovers at 30s") {
+		t.Errorf("a run that ends before the recovery: %v\n%s", err, out)
+	}
+}
+
+// simulate -outage strict_limiter meets an upstream serving -limit
+// requests a second, says at what rate it was served once learned, and
+// draws its 429s.
+func TestSimulateStrictLimiterCommand(t *testing.T) {
+	svg := filepath.Join(t.TempDir(), "strict.svg")
+	out, err := runCmd(t, "simulate", "-outage", "strict_limiter", "-limit", "10", "-duration", "60s", "-svg", svg)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"upstream a strict limiter of 10/s (429 + Retry-After 1s beyond it) for good",
+		"the breaker never opens", "from 30s on it served 8.8/s of its 10/s, with 3 429s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	ids := svgSeries(t, svg)
+	if _, ok := ids["phase limited to 10/s"]; !ok {
+		t.Errorf("the timeline has no phase \"limited to 10/s\": %v", ids)
+	}
+	if v, ok := ids["throttled"]; !ok || strings.Trim(v, "0,") == "" {
+		t.Errorf("the timeline's 429s: %q", v)
+	}
+	for _, bad := range []string{"0", "-1"} {
+		if _, err := runCmd(t, "simulate", "-outage", "strict_limiter", "-limit", bad); exitCode(err) != 2 {
+			t.Errorf("-limit %s: exit %d (%v), want 2", bad, exitCode(err), err)
+		}
+	}
+}
+
 // check exits 1 when an assertion fails, 2 on a bad one, 0 when all hold.
 func TestCheck(t *testing.T) {
 	out, err := runCmd(t, "check", "-policy", "window", "-tolerate", "14", "-assert", "opens<=15", "-assert", "worst-call <= 5s", "-assert", "rejected==0")

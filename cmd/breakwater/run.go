@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/breakwater-go/breakwater"
@@ -129,8 +130,8 @@ func command(_ context.Context, cmd string, args []string, stdout, stderr io.Wri
 	if err != nil {
 		return err
 	}
-	res, tl := simulate(tr, scenario, sf.interval)
-	report(stdout, sf, scenario, res, tl)
+	res, tl, f := simulate(tr, scenario, sf.interval)
+	report(stdout, sf, scenario, res, tl, f)
 	if scenario.HealthyFor > 0 && res.Elapsed < scenario.HealthyFor {
 		fmt.Fprintf(stderr, "breakwater: warning: the simulation ended after %d calls, %s in, before the outage starts at %s: "+
 			"nothing above is about the outage (set -duration or -max-calls)\n", res.Calls, seconds(res.Elapsed), seconds(scenario.HealthyFor))
@@ -150,22 +151,58 @@ func command(_ context.Context, cmd string, args []string, stdout, stderr io.Wri
 	return nil
 }
 
+// facts are what the report says of a recovery and of a strict limiter,
+// gathered from the simulation's events.
+type facts struct {
+	firstOK time.Duration // the first request served after the recovery; -1: none
+	// From halfway through the run (a strict limiter's rate learned by
+	// then): the requests served, and those answered 429, and since when.
+	from              time.Duration
+	served, throttled int
+	throttledAll      int
+}
+
 // simulate runs the scenario, recording its timeline.
-func simulate(tr *breakwater.Transport, s breakwater.Scenario, interval time.Duration) (breakwater.SimResult, timeline.Timeline) {
+func simulate(tr *breakwater.Transport, s breakwater.Scenario, interval time.Duration) (breakwater.SimResult, timeline.Timeline, facts) {
 	rec := timeline.New(interval)
 	if s.HealthyFor > 0 {
 		rec.Phase(0, "healthy", true)
 	}
-	rec.Phase(s.HealthyFor, "outage", false)
-	if s.FailFor > 0 {
-		rec.Phase(s.HealthyFor+s.FailFor, "recovered", true)
+	outage := "outage"
+	if s.Limit > 0 {
+		outage = "limited to " + strconv.FormatFloat(s.Limit, 'f', -1, 64) + "/s"
 	}
-	s.Observe = rec.Record
+	rec.Phase(s.HealthyFor, outage, false)
+	recovery := s.HealthyFor + s.FailFor
+	if s.FailFor > 0 {
+		rec.Phase(recovery, "recovered", true)
+	}
+	f := facts{firstOK: -1, from: s.Duration / 2}
+	s.Observe = func(at time.Duration, e breakwater.Event) {
+		rec.Record(at, e)
+		if e.Kind != breakwater.EventAttempt {
+			return
+		}
+		switch e.Category {
+		case breakwater.Success:
+			if s.FailFor > 0 && at >= recovery && f.firstOK < 0 {
+				f.firstOK = at - recovery
+			}
+			if at >= f.from {
+				f.served++
+			}
+		case breakwater.Throttled:
+			f.throttledAll++
+			if at >= f.from {
+				f.throttled++
+			}
+		}
+	}
 	res := tr.Simulate(s)
-	return res, rec.Timeline()
+	return res, rec.Timeline(), f
 }
 
-func report(w io.Writer, sf *scenarioFlags, s breakwater.Scenario, r breakwater.SimResult, tl timeline.Timeline) {
+func report(w io.Writer, sf *scenarioFlags, s breakwater.Scenario, r breakwater.SimResult, tl timeline.Timeline, f facts) {
 	fmt.Fprintf(w, "scenario: %s\n", sf.describe(s))
 	if r.OpensAfter > 0 {
 		fmt.Fprintf(w, "the breaker opens on call %d, %s in\n", r.OpensAfter, seconds(r.OpenedAt))
@@ -175,12 +212,51 @@ func report(w io.Writer, sf *scenarioFlags, s breakwater.Scenario, r breakwater.
 	fmt.Fprintf(w, "calls %d: %d succeeded, %d failed, %d rejected, %d unfinished\n", r.Calls, r.Succeeded, r.Failed, r.Rejected, r.Unfinished)
 	fmt.Fprintf(w, "requests the upstream saw %d (%.2f per call)\n", r.Attempts, float64(r.Attempts)/float64(max(1, r.Calls)))
 	fmt.Fprintf(w, "worst call %s, %s simulated\n", seconds(r.WorstCall), seconds(r.Elapsed))
+	if s.FailFor > 0 {
+		reportRecovery(w, s.HealthyFor+s.FailFor, r, tl, f)
+	}
+	if s.Limit > 0 && s.Duration > 0 {
+		fmt.Fprintf(w, "the strict limiter answered %d 429s; from %s on it served %.1f/s of its %s/s, with %d 429s\n",
+			f.throttledAll, seconds(f.from), float64(f.served)/max(s.Duration-f.from, time.Second).Seconds(), strconv.FormatFloat(s.Limit, 'f', -1, 64), f.throttled)
+	}
 	if len(tl.Transitions) > 0 {
 		fmt.Fprintln(w, "breaker transitions:")
 		for _, t := range tl.Transitions {
 			fmt.Fprintf(w, "  %8s  %s\n", seconds(t.At), timeline.Describe(t.Transition))
 		}
 	}
+}
+
+// reportRecovery says how soon after the upstream's recovery at rec the
+// calls were served again and the breaker closed.
+func reportRecovery(w io.Writer, rec time.Duration, r breakwater.SimResult, tl timeline.Timeline, f facts) {
+	if r.Elapsed < rec {
+		fmt.Fprintf(w, "the simulation ends before the upstream recovers at %s\n", seconds(rec))
+		return
+	}
+	fmt.Fprintf(w, "the upstream recovers at %s: ", seconds(rec))
+	if f.firstOK >= 0 {
+		fmt.Fprintf(w, "the first request served %s after", seconds(f.firstOK))
+	} else {
+		fmt.Fprintf(w, "no request served before the end")
+	}
+	var open bool
+	for _, t := range tl.Transitions {
+		switch {
+		case t.At < rec:
+			open = t.To != breakwater.StateClosed
+		case t.To == breakwater.StateClosed:
+			fmt.Fprintf(w, ", the breaker closes %s after\n", seconds(t.At-rec))
+			return
+		default:
+			open = true
+		}
+	}
+	if open {
+		fmt.Fprintf(w, ", the breaker does not close before the end\n")
+		return
+	}
+	fmt.Fprintf(w, ", the breaker was closed\n")
 }
 
 func writeSVG(path string, tl timeline.Timeline, title string) error {
