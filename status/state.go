@@ -122,7 +122,7 @@ func (p *Page) state(q query) state {
 		if gates != nil || len(snap.Pauses) > 0 {
 			ss.Pauses = page(snap.Pauses, q, q.offsets[prefix+"pauses"],
 				func(s breakwater.PauseSnapshot) string { return s.Key }, comparePauses,
-				func(s breakwater.PauseSnapshot) string { return flag(s.Paused, "paused") })
+				pauseClass)
 		}
 		if _, ok := src.snap.(*breakwater.RateLimiters); ok || len(snap.RateLimiters) > 0 {
 			ss.Buckets = page(snap.RateLimiters, q, q.offsets[prefix+"buckets"],
@@ -138,6 +138,15 @@ func (p *Page) state(q query) state {
 	}
 	st.Trouble.finish()
 	return st
+}
+
+// pauseClass counts a gate as paused, or else as paced while a learned
+// rate holds its key's requests back.
+func pauseClass(s breakwater.PauseSnapshot) string {
+	if s.Paused {
+		return "paused"
+	}
+	return flag(s.Paced, "paced")
 }
 
 func flag(on bool, name string) string {
@@ -188,8 +197,10 @@ func compareBreakers(a, b breakwater.BreakerSnapshot) int {
 	)
 }
 
+// Paused first (longest to go first), then paced (slowest first).
 func comparePauses(a, b breakwater.PauseSnapshot) int {
-	return cmp.Or(compareBool(a.Paused, b.Paused), cmp.Compare(b.Remaining, a.Remaining))
+	return cmp.Or(compareBool(a.Paused, b.Paused), cmp.Compare(b.Remaining, a.Remaining),
+		compareBool(a.Paced, b.Paced), cmp.Compare(a.PaceRate, b.PaceRate))
 }
 
 func compareBuckets(a, b breakwater.RateLimitSnapshot) int {

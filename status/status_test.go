@@ -352,3 +352,73 @@ func BenchmarkState10k(b *testing.B) {
 		h.ServeHTTP(w, req)
 	}
 }
+
+// staticSource is a source whose snapshot is fixed.
+type staticSource bw.Snapshot
+
+func (s staticSource) Snapshot() bw.Snapshot { return bw.Snapshot(s) }
+
+// The state shows a paced key's learned rate and a half-open breaker's
+// ramp, counts paced keys, and ranks them after the paused ones, slowest
+// first; the script draws both.
+func TestStateShowsLearnedRateAndRamp(t *testing.T) {
+	src := staticSource{At: time.Now(),
+		Breakers: []bw.BreakerSnapshot{{Key: "b.test", State: bw.StateHalfOpen, StateName: "half_open", ProbesInFlight: 1, ProbesAllowed: 2, ProbeSuccesses: 1}},
+		Pauses: []bw.PauseSnapshot{
+			{Key: "fast.test", Paced: true, PaceRate: 9.7, PacePhase: bw.PaceCeiling, PaceCeiling: 10},
+			{Key: "idle.test"},
+			{Key: "slow.test", Paced: true, PaceRate: 2, PacePhase: bw.PaceSlowStart},
+			{Key: "held.test", Paused: true, Remaining: time.Second, RemainingSeconds: 1},
+		},
+	}
+	h := newPage(t, status.Source("api", src))
+	w := get(t, h, "/state")
+	var st struct {
+		Sources []struct {
+			Breakers struct {
+				Rows []struct {
+					Key           string `json:"key"`
+					ProbesAllowed int    `json:"probes_allowed"`
+				}
+			} `json:"breakers"`
+			Pauses struct {
+				Counts map[string]int
+				Rows   []struct {
+					Key       string  `json:"key"`
+					Paced     bool    `json:"paced"`
+					PaceRate  float64 `json:"pace_rate"`
+					PacePhase string  `json:"pace_phase"`
+				}
+			} `json:"pauses"`
+		} `json:"sources"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Sources) != 1 {
+		t.Fatalf("state %s", w.Body)
+	}
+	s := st.Sources[0]
+	if len(s.Breakers.Rows) != 1 || s.Breakers.Rows[0].ProbesAllowed != 2 {
+		t.Errorf("breakers %+v, want b.test allowing 2 probes", s.Breakers.Rows)
+	}
+	var keys []string
+	for _, r := range s.Pauses.Rows {
+		keys = append(keys, r.Key)
+	}
+	if got := strings.Join(keys, " "); got != "held.test slow.test fast.test idle.test" {
+		t.Errorf("pauses ranked %q, want held.test slow.test fast.test idle.test", got)
+	}
+	if r := s.Pauses.Rows[2]; !r.Paced || r.PaceRate != 9.7 || r.PacePhase != "ceiling" {
+		t.Errorf("fast.test %+v, want paced at 9.7/s at its ceiling", r)
+	}
+	if s.Pauses.Counts["paced"] != 2 || s.Pauses.Counts["paused"] != 1 {
+		t.Errorf("pause counts %v, want 1 paused and 2 paced", s.Pauses.Counts)
+	}
+	js := get(t, h, "/app.js").Body.String()
+	for _, field := range []string{"probes_allowed", "pace_rate", "pace_phase", "pace_ceiling"} {
+		if !strings.Contains(js, field) {
+			t.Errorf("the script does not draw %s", field)
+		}
+	}
+}

@@ -138,18 +138,35 @@
       el('td', {}, ago(b.since, now)),
       el('td', { class: 'why' }, why(b)),
       el('td', {}, failures(b)),
-      el('td', {}, b.state === 'open' ? duration(b.remaining_seconds) : b.state === 'half_open' ? `${b.probes_in_flight} probing, ${b.probe_successes} ok` : ''),
+      el('td', {}, b.state === 'open' ? duration(b.remaining_seconds) : b.state === 'half_open' ? ramp(b) : ''),
       el('td', { class: 'num' }, b.opens || ''),
       s.controls && src.can_trip ? el('td', { class: 'ctls' },
         b.state !== 'open' ? button('trip', src.name, 'trip', b.key) : null,
         b.state !== 'closed' ? button('reset', src.name, 'reset', b.key) : null) : null);
   }
 
+  // ramp is a half-open breaker's probes: in flight of those its ramp
+  // allows now (doubling per success), and the successes so far.
+  function ramp(b) {
+    return el('span', { class: 'ramp', title: 'probes in flight of those allowed at once; each success doubles them' },
+      `${b.probes_in_flight} of ${b.probes_allowed || 1} probing, ${b.probe_successes} ok`);
+  }
+
+  // pace is a paced key's learned rate, and whether it is still in slow
+  // start or held near its ceiling.
+  function pace(p) {
+    if (!p.paced) return '';
+    const rate = (r) => (r >= 10 ? r.toFixed(0) : r.toFixed(1)) + '/s';
+    const phase = p.pace_phase === 'ceiling' ? `at its ceiling (${rate(p.pace_ceiling)})` : 'slow start';
+    return el('span', { class: 'pace', 'data-phase': p.pace_phase, title: 'the rate its 429s taught: requests go no faster' }, `${rate(p.pace_rate)}, ${phase}`);
+  }
+
   function pauseRow(src, s) {
-    return (p) => el('tr', { 'data-key': p.key, 'data-paused': p.paused ? 'true' : 'false' },
+    return (p) => el('tr', { 'data-key': p.key, 'data-paused': p.paused ? 'true' : 'false', 'data-paced': p.paced ? 'true' : 'false' },
       el('td', { class: 'key' }, p.key),
       el('td', {}, p.paused ? el('span', { class: 'pill paused' }, 'paused') : 'no'),
       el('td', {}, p.paused ? duration(p.remaining_seconds) : ''),
+      el('td', {}, pace(p)),
       s.controls && src.can_resume ? el('td', { class: 'ctls' }, p.paused ? button('resume', src.name, 'resume', p.key) : null) : null);
   }
 
@@ -191,7 +208,7 @@
       tableOf(id('breakers'), 'breakers', src.breakers,
         ['key', 'state', 'since', 'why', 'failures', 'to half-open', 'opens', ...(s.controls && src.can_trip ? [''] : [])],
         breakerRow(src, s, s.at), pageSize, 'No breaker yet: keys appear with their first call.'),
-      tableOf(id('pauses'), 'pauses', src.pauses, ['key', 'paused', 'remaining', ...(s.controls && src.can_resume ? [''] : [])],
+      tableOf(id('pauses'), 'pauses', src.pauses, ['key', 'paused', 'remaining', 'learned rate', ...(s.controls && src.can_resume ? [''] : [])],
         pauseRow(src, s), pageSize, 'No pause: no upstream has asked to slow down.'),
       tableOf(id('buckets'), 'token buckets', src.buckets, ['key', 'tokens', 'per second', 'limited', 'next token'],
         bucketRow, pageSize, 'No token bucket.'),
