@@ -51,6 +51,8 @@ const (
 	MetricEndpointAttempts       = "breakwater_endpoint_attempts_total"
 	MetricEndpointEjected        = "breakwater_endpoint_ejected"
 	MetricEndpointEjections      = "breakwater_endpoint_ejections_total"
+	MetricPaceRate               = "breakwater_pace_rate"
+	MetricBreakerProbes          = "breakwater_breaker_probes"
 )
 
 // An Option configures [New].
@@ -65,6 +67,13 @@ type options struct {
 	maxKeys   int
 	maxRoutes int
 	buckets   []float64
+}
+
+// A Snapshotter is a component whose state [Collector.Watch] reads: a
+// [breakwater.Transport], or a registry ([breakwater.Breakers],
+// [breakwater.PauseGates], …).
+type Snapshotter interface {
+	Snapshot() breakwater.Snapshot
 }
 
 // WithKeyLabel maps each key (what the transport's KeyFunc returned: the
@@ -148,6 +157,7 @@ type Collector struct {
 	routes *labels.Table[*routeSeries]
 
 	keyLabelFn func(string) string
+	sources    atomic.Pointer[[]Snapshotter] // of Watch
 }
 
 type descs struct {
@@ -157,6 +167,7 @@ type descs struct {
 	inbound, inboundDur                          *prometheus.Desc
 	hedges, hedgeWins                            *prometheus.Desc
 	epAttempts, epEjected, epEjections           *prometheus.Desc
+	paceRate, probes                             *prometheus.Desc
 }
 
 var (
@@ -212,6 +223,8 @@ func New(reg prometheus.Registerer, opts ...Option) (*Collector, error) {
 		epAttempts:  desc(MetricEndpointAttempts, "Outbound attempts by failover endpoint and the category of their outcome.", "key", "endpoint", "category"),
 		epEjected:   desc(MetricEndpointEjected, "1 while a failover endpoint is ejected by outlier detection, else 0.", "key", "endpoint"),
 		epEjections: desc(MetricEndpointEjections, "Ejections of a failover endpoint, by reason.", "key", "endpoint", "reason"),
+		paceRate:    desc(MetricPaceRate, "Requests per second a paced key may send: the rate its 429s taught the pause gate (Collector.Watch).", "key"),
+		probes:      desc(MetricBreakerProbes, "Probes a half-open circuit breaker lets through at once, doubling per success; 0 unless half-open (Collector.Watch).", "key"),
 	}
 	c.keys = labels.NewTable(o.maxKeys, c.keyLabel, c.newKeySeries)
 	c.routes = labels.NewTable(o.maxRoutes, labels.Clean, c.newRouteSeries)
@@ -395,6 +408,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		d.calls, d.attempts, d.retries, d.budget, d.rejections, d.callDur, d.attemptDur, d.wait,
 		d.inFlight, d.state, d.openSeconds, d.transitions, d.inbound, d.inboundDur,
 		d.hedges, d.hedgeWins, d.epAttempts, d.epEjected, d.epEjections,
+		d.paceRate, d.probes,
 	} {
 		ch <- desc
 	}
@@ -407,6 +421,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // and open seconds are computed at collection time (see the package
 // documentation).
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.collectSnapshots(ch)
 	now := time.Now()
 	counts := make([]uint64, len(c.bounds)+1)
 	d := &c.descs
@@ -503,6 +518,62 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- c.constHistogram(d.inboundDur, counts, n, sum, rs.label)
 		}
 	})
+}
+
+// Watch makes the Collector read the state of srcs at each collection,
+// besides those it watches already, for the gauges that no event carries:
+// the learned rate of each paced key (breakwater_pace_rate) and the
+// probes each half-open breaker lets through at once
+// (breakwater_breaker_probes). Each collection takes one Snapshot of
+// every source; a nil source is ignored. Without a source those gauges
+// have no series. Watch is safe for concurrent use, with collections too:
+// a transport observed by the Collector is built after it, then watched.
+func (c *Collector) Watch(srcs ...Snapshotter) {
+	if c == nil {
+		return
+	}
+	for {
+		old := c.sources.Load()
+		var next []Snapshotter
+		if old != nil {
+			next = append(next, *old...)
+		}
+		for _, s := range srcs {
+			if s != nil {
+				next = append(next, s)
+			}
+		}
+		if c.sources.CompareAndSwap(old, &next) {
+			return
+		}
+	}
+}
+
+// collectSnapshots reports the gauges read from the sources of Watch:
+// keys that share a label add up (their rates, their probes).
+func (c *Collector) collectSnapshots(ch chan<- prometheus.Metric) {
+	srcs := c.sources.Load()
+	if srcs == nil {
+		return
+	}
+	rates, probes := map[string]float64{}, map[string]float64{}
+	for _, src := range *srcs {
+		snap := src.Snapshot()
+		for _, p := range snap.Pauses {
+			if p.Paced {
+				rates[c.keys.Get(p.Key).label] += p.PaceRate
+			}
+		}
+		for _, b := range snap.Breakers {
+			probes[c.keys.Get(b.Key).label] += float64(b.ProbesAllowed)
+		}
+	}
+	for label, v := range rates {
+		ch <- c.constMetric(c.descs.paceRate, prometheus.GaugeValue, v, label)
+	}
+	for label, v := range probes {
+		ch <- c.constMetric(c.descs.probes, prometheus.GaugeValue, v, label)
+	}
 }
 
 func (c *Collector) constMetric(desc *prometheus.Desc, t prometheus.ValueType, v float64, lvs ...string) prometheus.Metric {

@@ -31,6 +31,7 @@ func exportedNames(t *testing.T) map[string]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.Watch(exerciseSource{})
 	exercise(c)
 	mfs, err := reg.Gather()
 	if err != nil {

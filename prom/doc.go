@@ -10,6 +10,7 @@
 //	if err != nil { … }
 //	tr, err := breakwater.NewTransport(breakwater.WithObserver(metrics))
 //	…
+//	metrics.Watch(tr) // the gauges read from its state (learned rates, probes)
 //	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 //
 // This is the only breakwater package that imports client_golang.
@@ -35,6 +36,12 @@
 //	breakwater_endpoint_attempts_total{key,endpoint,category} counter    attempts per failover endpoint (WithFailover)
 //	breakwater_endpoint_ejected{key,endpoint}                 gauge      1 while outlier detection has the endpoint out
 //	breakwater_endpoint_ejections_total{key,endpoint,reason}  counter    ejections: failures, outlier, probe_failed
+//
+// From the state of the components given to [Collector.Watch], read at each
+// collection (no event carries it):
+//
+//	breakwater_pace_rate{key}                                 gauge      requests/s a paced key may send: the rate its 429s taught
+//	breakwater_breaker_probes{key}                            gauge      probes a half-open breaker lets through at once; 0 unless half-open
 //
 // Inbound, from the middleware's request events (Route is the chi route
 // pattern):
