@@ -41,6 +41,12 @@
 //	breakwater.endpoint.ejected         updowncounter  {endpoint}    key, endpoint   1 while outlier detection keeps the endpoint out, 0 otherwise
 //	breakwater.endpoint.ejections       counter        {ejection}    key, endpoint, endpoint.reason  ejections: failures, outlier, probe_failed
 //
+// From the state of the components given to [Observer.Watch], read at each
+// collection (no event carries it):
+//
+//	breakwater.pace.rate                gauge          {request}/s   key             requests/s a paced key may send: the rate its 429s taught
+//	breakwater.breaker.probes           gauge          {probe}       key             probes a half-open breaker lets through at once; 0 unless half-open
+//
 // Inbound, from the middleware's request events:
 //
 //	breakwater.inbound.requests          counter    {request}  http.route, http.request.method, http.response.status_code, category

@@ -32,6 +32,8 @@ const (
 	MetricEndpointAttempts       = "breakwater.endpoint.attempts"
 	MetricEndpointEjected        = "breakwater.endpoint.ejected"
 	MetricEndpointEjections      = "breakwater.endpoint.ejections"
+	MetricPaceRate               = "breakwater.pace.rate"
+	MetricBreakerProbes          = "breakwater.breaker.probes"
 	MetricInboundRequests        = "breakwater.inbound.requests"
 	MetricInboundRequestDuration = "breakwater.inbound.request.duration"
 )
@@ -49,7 +51,8 @@ type instruments struct {
 	epAttempts, ejections                    metric.Int64Counter
 	requests                                 metric.Int64Counter
 	active, status, ejected                  metric.Int64ObservableUpDownCounter
-	openTime                                 metric.Float64ObservableGauge
+	openTime, paceRate                       metric.Float64ObservableGauge
+	probes                                   metric.Int64ObservableGauge
 }
 
 // create makes the instruments on m and registers observe for the
@@ -93,10 +96,16 @@ func (in *instruments) create(m metric.Meter, observe metric.Callback) error {
 	in.ejected, err = m.Int64ObservableUpDownCounter(MetricEndpointEjected, metric.WithUnit("{endpoint}"),
 		metric.WithDescription("Failover endpoints ejected: 1 while outlier detection keeps the endpoint out, 0 otherwise."))
 	errs = append(errs, err)
+	in.paceRate, err = m.Float64ObservableGauge(MetricPaceRate, metric.WithUnit("{request}/s"),
+		metric.WithDescription("Requests per second a paced key may send: the rate its 429s taught the pause gate (Observer.Watch)."))
+	errs = append(errs, err)
+	in.probes, err = m.Int64ObservableGauge(MetricBreakerProbes, metric.WithUnit("{probe}"),
+		metric.WithDescription("Probes a half-open circuit breaker lets through at once, doubling per success; 0 unless half-open (Observer.Watch)."))
+	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	_, err = m.RegisterCallback(observe, in.active, in.status, in.openTime, in.ejected)
+	_, err = m.RegisterCallback(observe, in.active, in.status, in.openTime, in.ejected, in.paceRate, in.probes)
 	return err
 }
 
@@ -207,5 +216,33 @@ func (ob *Observer) observeKeys(_ context.Context, o metric.Observer) error {
 			o.ObserveInt64(in.ejected, v, es.ep.obs...)
 		})
 	})
+	ob.observeSnapshots(o)
 	return nil
+}
+
+// observeSnapshots reports the gauges read from the sources of Watch:
+// keys that share a value add up (their rates, their probes).
+func (ob *Observer) observeSnapshots(o metric.Observer) {
+	srcs := ob.sources.Load()
+	if srcs == nil {
+		return
+	}
+	rates, probes := map[*keySeries]float64{}, map[*keySeries]int64{}
+	for _, src := range *srcs {
+		snap := src.Snapshot()
+		for _, p := range snap.Pauses {
+			if p.Paced {
+				rates[ob.keys.Get(p.Key)] += p.PaceRate
+			}
+		}
+		for _, b := range snap.Breakers {
+			probes[ob.keys.Get(b.Key)] += int64(b.ProbesAllowed)
+		}
+	}
+	for ks, v := range rates {
+		o.ObserveFloat64(ob.inst.paceRate, v, ks.key.obs...)
+	}
+	for ks, v := range probes {
+		o.ObserveInt64(ob.inst.probes, v, ks.key.obs...)
+	}
 }

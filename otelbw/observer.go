@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/breakwater-go/breakwater"
 	"github.com/breakwater-go/breakwater/internal/labels"
@@ -101,9 +102,47 @@ type Observer struct {
 	routes *labels.Table[*routeSeries]
 
 	keyValueFn func(string) string
+	sources    atomic.Pointer[[]Snapshotter] // of Watch
 }
 
 var _ breakwater.Observer = (*Observer)(nil)
+
+// A Snapshotter is a component whose state [Observer.Watch] reads: a
+// [breakwater.Transport], or a registry ([breakwater.Breakers],
+// [breakwater.PauseGates], …).
+type Snapshotter interface {
+	Snapshot() breakwater.Snapshot
+}
+
+// Watch makes the Observer read the state of srcs each time the SDK
+// collects, besides those it watches already, for the gauges that no
+// event carries: the learned rate of each paced key
+// (breakwater.pace.rate) and the probes each half-open breaker lets
+// through at once (breakwater.breaker.probes). Each collection takes one
+// Snapshot of every source; a nil source is ignored. Without a source
+// those gauges have no data points. Watch is safe for concurrent use,
+// with collections too: a transport observed by the Observer is built
+// after it, then watched.
+func (ob *Observer) Watch(srcs ...Snapshotter) {
+	if ob == nil {
+		return
+	}
+	for {
+		old := ob.sources.Load()
+		var next []Snapshotter
+		if old != nil {
+			next = append(next, *old...)
+		}
+		for _, s := range srcs {
+			if s != nil {
+				next = append(next, s)
+			}
+		}
+		if ob.sources.CompareAndSwap(old, &next) {
+			return
+		}
+	}
+}
 
 // New returns an Observer configured by opts. It creates its instruments on
 // the meter provider's meter named [ScopeName], and registers one callback

@@ -56,6 +56,7 @@ func exercise(o bw.Observer) {
 func TestInstrumentsFollowConventions(t *testing.T) {
 	s := newSDK(t)
 	exercise(s.obs)
+	s.obs.Watch(exerciseSource{})
 	type spec struct {
 		unit  string
 		kind  string // histogram, counter, updown, gauge
@@ -78,6 +79,8 @@ func TestInstrumentsFollowConventions(t *testing.T) {
 		otelbw.MetricEndpointAttempts:       {"{attempt}", "counter", []string{"breakwater.category", "breakwater.endpoint", "breakwater.key"}},
 		otelbw.MetricEndpointEjected:        {"{endpoint}", "updown", []string{"breakwater.endpoint", "breakwater.key"}},
 		otelbw.MetricEndpointEjections:      {"{ejection}", "counter", []string{"breakwater.endpoint", "breakwater.endpoint.reason", "breakwater.key"}},
+		otelbw.MetricPaceRate:               {"{request}/s", "gauge", []string{"breakwater.key"}},
+		otelbw.MetricBreakerProbes:          {"{probe}", "gauge", []string{"breakwater.key"}},
 	}
 	seen := map[string]bool{}
 	for _, m := range s.collect(t) {
@@ -113,6 +116,11 @@ func TestInstrumentsFollowConventions(t *testing.T) {
 				keys = append(keys, attrKeys(p.Attributes.ToSlice()))
 			}
 		case metricdata.Gauge[float64]:
+			kind = "gauge"
+			for _, p := range d.DataPoints {
+				keys = append(keys, attrKeys(p.Attributes.ToSlice()))
+			}
+		case metricdata.Gauge[int64]:
 			kind = "gauge"
 			for _, p := range d.DataPoints {
 				keys = append(keys, attrKeys(p.Attributes.ToSlice()))
