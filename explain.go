@@ -67,14 +67,17 @@ func (c *config) attemptsFit() (n int, waits time.Duration) {
 // Explain describes in plain words what the transport will do, with its
 // defaults resolved: the retry plan and how many of its attempts fit in
 // the call timeout, which requests are sent once or never hedged and why
-// (the safety rules), when the breaker opens and for how long, which state
-// is shared with other replicas, whether its base is another Transport,
-// and what a fully failing call costs. It is meant for a reviewer of
-// a configuration, a startup log line or a test golden file.
+// (the safety rules), when the breaker opens, how often it probes an
+// outage as it ages and how its half-open probes ramp up, how the pause
+// gate learns a strict limiter's rate (and, simulated, the rate it meets
+// one of 10/s at), which state is shared with other replicas, whether its
+// base is another Transport, and what a fully failing call costs. It is
+// meant for a reviewer of a configuration, a startup log line or a test
+// golden file.
 //
 // It is deterministic: a transport explains itself in the same words on
 // every call, and two transports of the same configuration alike (its
-// simulated outage runs with a fixed seed; only the waits of a [Backoff]
+// simulations run with a fixed seed; only the waits of a [Backoff]
 // without MaxDelay, drawn once when the transport is built, may differ
 // between two transports).
 func (t *Transport) Explain() string {

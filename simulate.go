@@ -89,13 +89,13 @@ type SimResult struct {
 // and, through Scenario.Observe, every event on the way. It takes no real
 // time and touches no state of the transport.
 //
-// It models the callers of the scenario making GET requests, and the pause
-// gate's learned rate (a strict limiter, Scenario.Limit, is met by it); it
-// does not
-// model rate limits, bulkheads, a [WithRetryIf] function (the outcome's
-// category decides what is retried), rate limit headers, the randomness
-// of backoff and open-duration jitter, or how a pause gate spreads the
-// calls it releases (in the simulation they all go when the pause ends).
+// It models the callers of the scenario making GET requests, and the
+// rate the pause gate learns from 429s (a strict limiter, Scenario.Limit,
+// is met by it); it does not model rate limits, bulkheads, a [WithRetryIf]
+// function (the outcome's category decides what is retried), rate limit
+// headers, the randomness of backoff and open-duration jitter, or how a
+// pause gate spreads the calls it releases (in the simulation they all go
+// when the pause ends).
 //
 // It is deterministic: its only random draws (a FailureRate, fault
 // injection) come from Scenario.Seed, and a [Backoff] without a MaxDelay
