@@ -1,9 +1,9 @@
 // Package timeline records what a breakwater [breakwater.Transport] did,
 // interval by interval, and draws it as a self-contained SVG: the
 // upstream's health, the breaker's state, the calls that succeeded,
-// failed or were rejected (and by what), the requests the upstream saw,
-// the retries and hedges, the pauses, and the endpoints a failover
-// ejected and took back.
+// failed or were rejected (and by what), the requests the upstream saw
+// and the 429s it answered, the retries and hedges, the pauses, and the
+// endpoints a failover ejected and took back.
 //
 // A [Recorder] is an [breakwater.Observer]: give it to a Transport with
 // [breakwater.WithObserver] to record real traffic, or to
