@@ -163,6 +163,9 @@ func TestClaimBusQuota(t *testing.T) {
 	t.Logf("without the bus: %v", local)
 	shared := runQuota(t, true, d)
 	t.Logf("with the bus:    %v", shared)
+	if local.used() < 0.95 || local.perOK() > 0.1 {
+		t.Errorf("without the bus, %.1f %% of the quota used with %.3f 429s per ok call, want at least 95 %% and at most 0.1", 100*local.used(), local.perOK())
+	}
 	if shared.circuitOpen != 0 {
 		t.Errorf("with the bus, %d calls refused breaker open, want 0", shared.circuitOpen)
 	}
