@@ -111,7 +111,7 @@ type pauseGate struct {
 	// Guarded by mu:
 	ep       episode   // the calls held and their release (pausehold.go)
 	episodes uint64    // episodes so far, for their ids
-	over     *overload // the 503 admission (overload.go); nil when idle
+	over     *overload // the 503 admission (overloadhold.go); nil when idle
 	pace     *pacer    // the rate 429s taught (pacer.go); nil when not paced
 	okAt     int64     // when the latest success came, while the gate held state
 }

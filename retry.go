@@ -245,7 +245,7 @@ func RetryStage(opts ...Option) (Stage, error) {
 // run is the retry loop. The call timeout is a deadline checked between
 // attempts and folded into each attempt's context, so one call costs one
 // context per attempt, made lazily (see deadlineCtx). With hedging, a
-// round of the loop may make several attempts at once (race.go); the loop
+// round of the loop may make several attempts at once (hedgerace.go); the loop
 // goes on with the one that answered.
 func (t *Transport) run(c *call) (*http.Response, error) {
 	if t.obs != nil {
