@@ -167,6 +167,13 @@ func contains(list []string, s string) bool {
 	return false
 }
 
+// Defaults every registry shares ([WithKeyLimits], [WithMaxWait]).
+const (
+	defaultMaxKeys = 10_000
+	defaultIdleTTL = 10 * time.Minute
+	defaultMaxWait = 5 * time.Second
+)
+
 // WithKeyLimits bounds per-key state: at most maxKeys keys, keys idle for
 // idleTTL evicted, and room made at once for a new key by evicting one
 // whose state costs nothing to lose (an open breaker, a pause, a slot held

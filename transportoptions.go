@@ -16,9 +16,6 @@ const (
 	defaultRetryBudgetRatio  = 0.2
 	defaultRetryBudgetFloor  = 3 // retries per second allowed beyond the ratio
 	defaultRetryBudgetWindow = 10 * time.Second
-	defaultMaxKeys           = 10_000
-	defaultIdleTTL           = 10 * time.Minute
-	defaultMaxWait           = 5 * time.Second
 )
 
 // config is a Transport's configuration.
