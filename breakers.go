@@ -1,6 +1,7 @@
 package breakwater
 
 import (
+	"math/rand/v2"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -265,4 +266,51 @@ func BreakerStage(bs *Breakers, key KeyFunc, cl Classifier) Stage {
 			return resp, nil
 		})
 	}
+}
+
+// joinCluster publishes the registry's own openings and resets and applies
+// the other replicas' ones.
+func (bs *Breakers) joinCluster() {
+	bus := bs.cfg.bus
+	if bus == nil {
+		return
+	}
+	bs.addListener(func(t Transition) {
+		switch {
+		case t.To == StateOpen && (t.Reason == ReasonFailures || t.Reason == ReasonProbeFailed):
+			bus.Publish(ClusterEvent{Key: t.Key, For: t.OpenFor, Mechanism: MechBreaker})
+		case t.To == StateOpen && t.Reason == ReasonTrip:
+			bus.Publish(ClusterEvent{Key: t.Key, For: t.OpenFor, Manual: true, Mechanism: MechBreaker})
+		case t.To == StateClosed && t.Reason == ReasonReset:
+			bus.Publish(ClusterEvent{Key: t.Key, Manual: true, Mechanism: MechBreaker})
+		}
+	})
+	bus.Subscribe(bs.applyRemote)
+}
+
+// applyRemote applies another replica's trip or reset, and drops any
+// other event.
+func (bs *Breakers) applyRemote(e ClusterEvent) {
+	if e.Mechanism != MechBreaker {
+		return
+	}
+	if e.For <= 0 {
+		if b, ok := bs.Lookup(e.Key); ok && b.State() != StateClosed {
+			b.reset(ReasonCluster)
+		}
+		return
+	}
+	b, pin := bs.acquire(e.Key) // kept in the registry until opened
+	defer pin.Release()
+	j := bs.cfg.jitter
+	if j < defaultOpenJitter {
+		j = defaultOpenJitter
+	}
+	d := time.Duration(addSat(int64(e.For), int64(fracSat(e.For, rand.Float64()*j))))
+	b.forceOpen(d, ReasonCluster, func(now int64) bool {
+		// Already open for at least as long: nothing to do (a trip seen
+		// again by a periodic read, or one this replica had too).
+		_, s := unpack(b.sg.Load())
+		return s != StateOpen || b.openUntil.Load() < addSat(now, int64(e.For))
+	})
 }

@@ -414,3 +414,33 @@ func (t *Transport) explainHedging(b *strings.Builder, line func(indent int, lab
 		line(2, "not hedged", "a POST, PATCH or other method without an Idempotency-Key or RequestPolicy.Idempotent (WithRetryNonIdempotent does not count); %s", body)
 	}
 }
+
+// explainShared adds the "across replicas" part of [Transport.Explain]:
+// which of the transport's state is shared, and what that costs.
+func (t *Transport) explainShared(b *strings.Builder, line func(indent int, label, format string, args ...any)) {
+	b.WriteString("  across replicas\n")
+	switch rs := t.limits.rate; {
+	case rs == nil:
+		line(2, "rate limit", "none")
+	case rs.cfg.shared != nil:
+		line(2, "rate limit", "shared: one quota for all replicas, one store round trip per attempt; while the store fails, this replica's share (1/%d)", rs.cfg.shared.Replicas())
+	default:
+		line(2, "rate limit", "this replica's own")
+	}
+	switch g := t.limits.gates; {
+	case g == nil:
+		line(2, "pauses", "none")
+	case g.cfg.bus != nil:
+		line(2, "pauses", "shared: a pause set here holds every replica, sent after the fact (checks stay local)")
+	default:
+		line(2, "pauses", "this replica's own")
+	}
+	switch bc := &t.breakers.cfg; {
+	case bc.mode == modeDisabled:
+		line(2, "breaker trips", "none")
+	case bc.bus != nil:
+		line(2, "breaker trips", "shared: openings and resets reach every replica after the fact (admission stays local)")
+	default:
+		line(2, "breaker trips", "this replica's own")
+	}
+}

@@ -598,3 +598,16 @@ func (g *PauseGates) snapshots() []PauseSnapshot {
 	g.m.Each(func(_ string, pg *pauseGate) { out = append(out, g.snapshot(pg)) })
 	return out
 }
+
+// applyRemote applies another replica's pause or resume, and drops any
+// other event.
+func (g *PauseGates) applyRemote(e ClusterEvent) {
+	switch {
+	case e.Mechanism != MechPause:
+		return
+	case e.For > 0:
+		g.pause(e.Key, e.For, false)
+	default:
+		g.resume(e.Key)
+	}
+}
