@@ -3,7 +3,6 @@ package breakwater
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -97,19 +96,6 @@ func (h Hedging) resolve() (hedging, error) {
 		r.delay = defaultHedgeFloor
 	}
 	return r, nil
-}
-
-// replayable reports whether req may be sent more than once: an
-// idempotent method, an idempotency key, or the caller's say-so
-// (byPolicy), and a body, if any, that can be replayed. A retry's say-so
-// is the request's policy or [WithRetryNonIdempotent]; a hedge's only the
-// request's own policy, since a hedge repeats a request that may well
-// succeed.
-func replayable(req *http.Request, byPolicy bool) bool {
-	if !(byPolicy || idempotent(req)) {
-		return false
-	}
-	return !hasBody(req) || req.GetBody != nil
 }
 
 // hedgeState is one key's hedging state: the latencies its attempts took,

@@ -17,18 +17,6 @@ import (
 // retryAfterJitter is the positive jitter added to a server's hint.
 const retryAfterJitter = 0.1
 
-// idempotent reports whether req may be sent more than once: its method is
-// one RFC 9110 defines as idempotent, or it carries an idempotency key.
-func idempotent(req *http.Request) bool {
-	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return true
-	}
-	return len(req.Header["Idempotency-Key"]) > 0 || len(req.Header["X-Idempotency-Key"]) > 0
-}
-
-func hasBody(req *http.Request) bool { return req.Body != nil && req.Body != http.NoBody }
-
 // notRepeatable returns the safety rule that keeps req, whose call may
 // repeat it when byPolicy, from being sent twice, or "".
 func (t *Transport) notRepeatable(req *http.Request, byPolicy bool) Reason {

@@ -82,15 +82,3 @@ func timeoutStage(d time.Duration, attempt bool) Stage {
 		})
 	}
 }
-
-// timeLeft returns the time from now to the earlier of ctx's deadline and
-// dl (the zero time: none), and whether either exists.
-func timeLeft(ctx context.Context, dl, now time.Time) (time.Duration, bool) {
-	if d, ok := ctx.Deadline(); ok && (dl.IsZero() || d.Before(dl)) {
-		dl = d
-	}
-	if dl.IsZero() {
-		return 0, false
-	}
-	return dl.Sub(now), true
-}
