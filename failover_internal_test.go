@@ -412,8 +412,8 @@ func TestSingleEndpointNeverEjected(t *testing.T) {
 func TestAllOutPicksTheLeastBad(t *testing.T) {
 	s := three(t, Failover{Consecutive: 1, MaxEjected: 1, Ejection: time.Second, MaxEjection: time.Minute})
 	s.record("k", s.eps[0], 0, false, epFailure, false, 0)                // until ~1s
-	s.eps[1].ejections = 3                                                // until ~8s
 	s.record("k", s.eps[1], 0, false, epFailure, false, 0)                //
+	s.eps[1].until.Store(int64(8 * time.Second))                          // an older outage's
 	s.record("k", s.eps[2], 0, false, epFailure, false, 0)                // until ~1s
 	s.eps[2].until.Store(s.eps[0].until.Load() + int64(time.Millisecond)) // just after a
 	for range 5 {
