@@ -314,15 +314,15 @@ func TestEjectionResetsAfterAQuietPeriod(t *testing.T) {
 	s := three(t, Failover{Consecutive: 1, Ejection: time.Second, MaxEjection: 4 * time.Second})
 	a := s.eps[0]
 	s.record("k", a, 0, false, epFailure, false, 0)
-	now := int64(127 * time.Second)
-	s.record("k", a, now, true, epFailure, false, 0) // a failed probe 127 s in
+	now := int64(140 * time.Second)
+	s.record("k", a, now, true, epFailure, false, 0) // a failed probe 140 s in
 	now = a.until.Load()
 	s.record("k", a, now, true, epSuccess, false, 0)
 	if a.ejections != 2 {
 		t.Fatalf("ejections = %d", a.ejections)
 	}
 	if d := time.Duration(a.period.Load()); d < 4*time.Second {
-		t.Fatalf("the ejection of a 127s-old outage lasted %s, want 4s (the cap)", d)
+		t.Fatalf("the ejection of a 140s-old outage lasted %s, want 4s (the cap)", d)
 	}
 	now += int64(5 * time.Second)
 	s.record("k", a, now, false, epFailure, false, 0)
