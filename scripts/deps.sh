@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs the programs the tests start for real, from Debian's packages, when
-# they are missing: redis-server (cluster tests) and chromium (status page and
-# timeline tests). Runs `apt-get update` once, and only when something is missing.
+# they are missing: redis-server (cluster tests), chromium (status page and
+# timeline tests) and wrk (the load generator of bench/cmd/wrkload). Runs
+# `apt-get update` once, and only when something is missing.
 set -euo pipefail
 
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v wrk >/dev/null 2>&1 || need+=(wrk)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 sudo=""
