@@ -159,3 +159,49 @@ func BenchmarkShedder(b *testing.B) {
 	b.Run("bare", func(b *testing.B) { runServe(b, sh(http.HandlerFunc(okHandler)), oneClient) })
 	b.Run("chi", func(b *testing.B) { runServe(b, benchRouter(sh), oneClient) })
 }
+
+// BenchmarkInboundStack is the README's whole inbound stack on chi
+// (CallerHeaders, ClientRateLimit, RouteBreaker, Shedder, HandlerTimeout)
+// with limits no request reaches: what an admitted request costs beyond
+// BenchmarkChi. bench/cmd/wrkload drives the same stack with wrk.
+func BenchmarkInboundStack(b *testing.B) {
+	b.Run("chi", func(b *testing.B) { runServe(b, benchRouter(inboundStack(b)...), oneClient) })
+}
+
+// inboundStack is the README's inbound middleware, in its order.
+func inboundStack(tb testing.TB) []func(http.Handler) http.Handler {
+	tb.Helper()
+	trust, err := bw.CallerHeaders("10.0.0.0/8")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rl, err := bw.NewRateLimiters(1e9, 1000)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	limit, err := bw.ClientRateLimit(rl, bw.RemoteAddrKey)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	routes, err := bw.NewBreakers()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	breaker, err := bw.RouteBreaker(routes)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	slots, err := bw.NewBulkheads(1 << 20)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	shed, err := bw.Shedder(slots)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	timeout, err := bw.HandlerTimeout(time.Minute)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return []func(http.Handler) http.Handler{trust, limit, breaker, shed, timeout}
+}
