@@ -42,9 +42,11 @@ type responseWriter struct {
 	// (CallerHeaders): a 5xx answer to it after a call serving it failed
 	// says not to retry.
 	caller *caller
-	// onHijack run once when the connection is hijacked (a shed slot).
-	onHijack  [2]func()
-	nOnHijack uint8
+	// slots are the Shedders' slots (stacked Shedders nest), held here so
+	// that a hijack frees them, and so that holding one costs no
+	// allocation of its own.
+	slots  [2]Slot
+	nSlots uint8
 }
 
 var (
@@ -125,11 +127,9 @@ func (rw *responseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	c, brw, err := http.NewResponseController(rw.w).Hijack()
 	if err == nil && !rw.hijacked {
 		rw.hijacked = true
-		for i := range rw.nOnHijack {
-			rw.onHijack[i]()
-			rw.onHijack[i] = nil
+		for i := range rw.nSlots {
+			rw.slots[i].Ignore()
 		}
-		rw.nOnHijack = 0
 	}
 	return c, brw, err
 }
@@ -137,24 +137,24 @@ func (rw *responseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // Unwrap returns the writer below, for [http.ResponseController].
 func (rw *responseWriter) Unwrap() http.ResponseWriter { return rw.w }
 
-// addHijackHook arranges for fn to run when the connection is hijacked. It
-// reports false when no room is left; the caller then keeps what it holds
-// until the handler returns.
-func (rw *responseWriter) addHijackHook(fn func()) bool {
-	if int(rw.nOnHijack) == len(rw.onHijack) {
-		return false
+// holdSlot keeps slot until the handler returns, so that a hijack can
+// give it back (Ignore), and returns where it is kept; nil when no room is
+// left: the caller then keeps it until the handler returns.
+func (rw *responseWriter) holdSlot(slot Slot) *Slot {
+	if int(rw.nSlots) == len(rw.slots) {
+		return nil
 	}
-	rw.onHijack[rw.nOnHijack] = fn
-	rw.nOnHijack++
-	return true
+	rw.slots[rw.nSlots] = slot
+	rw.nSlots++
+	return &rw.slots[rw.nSlots-1]
 }
 
-// removeHijackHook forgets the most recent hook: its owner is done. Hooks
-// nest like the middleware that add them.
-func (rw *responseWriter) removeHijackHook() {
-	if rw.nOnHijack > 0 {
-		rw.nOnHijack--
-		rw.onHijack[rw.nOnHijack] = nil
+// dropSlot forgets the most recent slot held, once given back: its owner
+// is done. Slots nest like the middleware that hold them.
+func (rw *responseWriter) dropSlot() {
+	if rw.nSlots > 0 {
+		rw.nSlots--
+		rw.slots[rw.nSlots] = Slot{}
 	}
 }
 

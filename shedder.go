@@ -188,22 +188,25 @@ func (sh *shedder) serveTracked(next http.Handler, r *http.Request, s *served) {
 		sh.refused(rw, r, s, err)
 		return
 	}
-	hooked := rw.addHijackHook(slot.Ignore)
+	held := rw.holdSlot(slot) // a hijack gives it back
+	if held == nil {
+		held = &slot
+	}
 	panicked := true
 	defer func() {
-		if hooked {
-			rw.removeHijackHook()
-		}
 		if panicked {
-			slot.Ignore()
+			held.Ignore()
 			sh.in.finish(r, s, true)
+		}
+		if held != &slot {
+			rw.dropSlot()
 		}
 	}()
 	next.ServeHTTP(rw, r)
 	panicked = false
 	status, cat := inboundOutcome(r, rw, false)
-	slot.judge(Outcome{Category: cat, Status: status})
-	slot.release()
+	held.judge(Outcome{Category: cat, Status: status})
+	held.release()
 	sh.in.finish(r, s, false)
 }
 
