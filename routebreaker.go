@@ -87,13 +87,14 @@ func (rb *routeBreaker) wrap(next http.Handler) http.Handler {
 			return
 		}
 		var body *clientBody
+		var start time.Time // judge reads it only with a body: no clock read without
 		if r.Body != nil && r.Body != http.NoBody {
 			body = &clientBody{rc: r.Body}
 			r2 := *r
 			r2.Body = body
 			r = &r2
+			start = time.Now()
 		}
-		start := time.Now()
 		panicked := true
 		defer func() {
 			if panicked {
