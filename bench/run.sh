@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs the comparative benchmarks and the resilience-quality harness, and
-# writes bench/RESULTS.md. Run it from the repository root or from bench/:
+# Runs the comparative benchmarks, the resilience-quality harness, the
+# tail-latency harness and the inbound middleware under wrk, and writes
+# bench/RESULTS.md. Run it from the repository root or from bench/:
 #
 #   bench/run.sh
 #
@@ -14,9 +15,11 @@
 #   BENCH       -bench regexp of the groups to run (default . for all)
 #   QUALITY     0 skips the resilience-quality harness (default 1)
 #   TAIL        0 skips the tail-latency harness (default 1)
+#   WRK         0 skips the inbound middleware under wrk, cmd/wrkload (default 1;
+#               it needs wrk, which scripts/deps.sh installs)
 #   BENCHSTAT   benchstat to run with go run (default golang.org/x/perf/cmd/benchstat@latest)
 #
-# On a 2-core machine the defaults take about 7 minutes.
+# On a 2-core machine the defaults take about 8 minutes.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
@@ -26,10 +29,16 @@ CPUS=${CPUS:-1,2}
 BENCH=${BENCH:-.}
 QUALITY=${QUALITY:-1}
 TAIL=${TAIL:-1}
+WRK=${WRK:-1}
 BENCHSTAT=${BENCHSTAT:-golang.org/x/perf/cmd/benchstat@latest}
 
 if [ "$COUNT" -lt 6 ]; then
   echo "run.sh: COUNT=$COUNT is too few samples for benchstat to say anything; use 6 or more" >&2
+  exit 2
+fi
+
+if [ "$WRK" != 0 ] && ! command -v wrk >/dev/null 2>&1; then
+  echo "run.sh: wrk is not installed: scripts/deps.sh installs it, WRK=0 skips its run" >&2
   exit 2
 fi
 
@@ -86,6 +95,13 @@ if [ "$TAIL" != 0 ]; then
   tailargs=(-tail "$work/tail.json")
 fi
 
+wrkargs=()
+if [ "$WRK" != 0 ]; then
+  echo "== the inbound middleware under wrk" >&2
+  go run ./cmd/wrkload -json >"$work/wrk.json"
+  wrkargs=(-wrk "$work/wrk.json")
+fi
+
 echo "== benchstat" >&2
 statargs=()
 : >"$work/benchstat.txt"
@@ -103,6 +119,7 @@ fi
 
 echo "load end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$work/env.txt"
 go run ./cmd/report -bench "$work/bench.txt" ${quality[@]+"${quality[@]}"} ${tailargs[@]+"${tailargs[@]}"} \
+  ${wrkargs[@]+"${wrkargs[@]}"} \
   ${statargs[@]+"${statargs[@]}"} -env "$work/env.txt" >"$work/RESULTS.md"
 mv "$work/RESULTS.md" RESULTS.md
 echo "== wrote $(pwd)/RESULTS.md in $((SECONDS - start)) s" >&2

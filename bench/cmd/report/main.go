@@ -1,10 +1,10 @@
 // Command report writes RESULTS.md from what bench/run.sh collected: the
 // benchmark output (several rounds appended), the quality and tail-latency
-// harnesses' JSON,
+// harnesses' JSON and cmd/wrkload's,
 // benchstat's output and a description of the machine.
 //
 //	go run ./cmd/report -bench bench.txt -quality quality.json \
-//		-tail tail.json -benchstat benchstat.txt -env env.txt > RESULTS.md
+//		-tail tail.json -wrk wrk.json -benchstat benchstat.txt -env env.txt > RESULTS.md
 package main
 
 import (
@@ -22,6 +22,7 @@ import (
 
 	"github.com/breakwater-go/breakwater/bench/internal/quality"
 	"github.com/breakwater-go/breakwater/bench/internal/tail"
+	"github.com/breakwater-go/breakwater/bench/internal/wrkload"
 )
 
 func main() {
@@ -36,6 +37,7 @@ func run(args []string, stdout io.Writer) error {
 	benchFile := fs.String("bench", "", "go test -bench output")
 	qualityFile := fs.String("quality", "", "cmd/quality -json output")
 	tailFile := fs.String("tail", "", "cmd/tail -json output")
+	wrkFile := fs.String("wrk", "", "cmd/wrkload -json output")
 	benchstatFile := fs.String("benchstat", "", "benchstat output (optional)")
 	envFile := fs.String("env", "", "key: value lines describing the run")
 	if err := fs.Parse(args); err != nil {
@@ -70,6 +72,16 @@ func run(args []string, stdout io.Writer) error {
 			return fmt.Errorf("%s: %w", *tailFile, err)
 		}
 	}
+	var wr wrkload.Report
+	if *wrkFile != "" {
+		b, err := os.ReadFile(*wrkFile)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(b, &wr); err != nil {
+			return fmt.Errorf("%s: %w", *wrkFile, err)
+		}
+	}
 	env, err := readEnv(*envFile)
 	if err != nil {
 		return err
@@ -83,7 +95,7 @@ func run(args []string, stdout io.Writer) error {
 		stat = string(b)
 	}
 	w := bufio.NewWriter(stdout)
-	write(w, res, q, tr, env, stat)
+	write(w, res, q, tr, wr, env, stat)
 	return w.Flush()
 }
 

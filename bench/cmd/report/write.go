@@ -3,11 +3,13 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/breakwater-go/breakwater/bench/internal/quality"
 	"github.com/breakwater-go/breakwater/bench/internal/tail"
+	"github.com/breakwater-go/breakwater/bench/internal/wrkload"
 )
 
 // group describes one benchmark group of RESULTS.md.
@@ -34,7 +36,7 @@ var groups = []group{
 		"x-time-rate: `rate.Limiter.Allow`; failsafe-go: smooth `RateLimiter.TryAcquirePermit`.", ""},
 }
 
-func write(w io.Writer, r results, q quality.Report, tr tail.Report, env [][2]string, stat string) {
+func write(w io.Writer, r results, q quality.Report, tr tail.Report, wr wrkload.Report, env [][2]string, stat string) {
 	fmt.Fprint(w, "# Comparative benchmarks and resilience quality\n\n")
 	fmt.Fprintf(w, "Written by `bench/run.sh` on %s; do not edit by hand, run it again. ", lookup(env, "date"))
 	fmt.Fprint(w, "The suite and the harness live in [`bench/`](.): see [`doc.go`](doc.go), the `*_test.go` files and [`internal/stacks`](internal/stacks/stacks.go) for exactly what each row runs.\n\n")
@@ -55,7 +57,7 @@ func write(w io.Writer, r results, q quality.Report, tr tail.Report, env [][2]st
 	}
 	fmt.Fprintln(w)
 
-	writeTargets(w, r, q, tr)
+	writeTargets(w, r, q, tr, wr)
 	writeFailed(w, r)
 
 	fmt.Fprint(w, "## Speed\n\n")
@@ -80,6 +82,13 @@ func write(w io.Writer, r results, q quality.Report, tr tail.Report, env [][2]st
 		fmt.Fprint(w, "Not run.\n\n")
 	} else {
 		tail.Markdown(w, tr)
+	}
+
+	fmt.Fprint(w, "## Under load: the inbound middleware and wrk\n\n")
+	if len(wr.Results) == 0 {
+		fmt.Fprint(w, "Not run.\n\n")
+	} else {
+		wrkload.Markdown(w, wr)
 	}
 
 	if stat != "" {
@@ -211,7 +220,7 @@ func fmtLatency(ns float64) string {
 }
 
 // writeTargets checks the figures the issue sets for breakwater.
-func writeTargets(w io.Writer, r results, q quality.Report, tr tail.Report) {
+func writeTargets(w io.Writer, r results, q quality.Report, tr tail.Report, wr wrkload.Report) {
 	fmt.Fprint(w, "## Targets\n\n")
 	fmt.Fprint(w, "Figures per setting (serial; parallel at 1 CPU; parallel at 2 CPUs) as breakwater's share of the peer's: 0.25 means breakwater takes a quarter of the peer's time.\n\n")
 	fmt.Fprint(w, "| target | measured | met |\n|---|---|---|\n")
@@ -330,6 +339,7 @@ func writeTargets(w io.Writer, r results, q quality.Report, tr tail.Report) {
 	}
 
 	writeTailTargets(w, tr)
+	writeWrkTargets(w, wr)
 	if len(q.Results) == 0 {
 		fmt.Fprint(w, "| quality targets | quality harness not run | – |\n\n")
 		return
@@ -390,6 +400,29 @@ func writeTailTargets(w io.Writer, tr tail.Report) {
 	if fs, ok := tr.Find("failsafe-go"); ok {
 		fmt.Fprintf(w, "| … failsafe-go's hedge policy, same run | %.2f (p99 %s), %.1f %% extra | (for comparison) |\n",
 			float64(fs.P99)/float64(ref.P99), fs.P99.Round(100*time.Microsecond), 100*fs.Extra())
+	}
+}
+
+// writeWrkTargets checks the inbound stack under wrk: at least 0.95 of
+// chi alone's requests per second, the median of the rounds' ratios.
+func writeWrkTargets(w io.Writer, wr wrkload.Report) {
+	const target = "whole inbound stack on chi (`CallerHeaders`, `ClientRateLimit`, `RouteBreaker`, `Shedder`, `HandlerTimeout`) on a real server under wrk ≥ 0.95 of chi alone's requests/s (`cmd/wrkload`)"
+	st, ok := wr.Find("breakwater-stack")
+	if !ok {
+		fmt.Fprintf(w, "| %s | wrk run not run | – |\n", target)
+		return
+	}
+	ratio := func(res wrkload.Result) string {
+		return fmt.Sprintf("%.3f (rounds %.3f–%.3f)", wrkload.Median(res.Ratio), slices.Min(res.Ratio), slices.Max(res.Ratio))
+	}
+	fmt.Fprintf(w, "| %s | %s | %s |\n", target, ratio(st), yes(wrkload.Median(st.Ratio) >= 0.95))
+	for _, c := range []struct{ name, what string }{
+		{"breakwater-ratelimit", "… the per-client rate limit alone"},
+		{"httprate", "… httprate's `LimitByIP`, same run"},
+	} {
+		if res, ok := wr.Find(c.name); ok {
+			fmt.Fprintf(w, "| %s | %s | (for comparison) |\n", c.what, ratio(res))
+		}
 	}
 }
 
