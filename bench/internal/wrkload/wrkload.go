@@ -138,6 +138,11 @@ type Result struct {
 	Ratio []float64
 	// LatencyP50 are wrk's median latencies, one per round.
 	LatencyP50 []time.Duration
+	// CPU is the process's CPU time per request (the servers' process:
+	// only this server was loaded), one per round; CPURatio is CPU over
+	// Base's in the same round. Empty where the CPU time is unknown.
+	CPU      []time.Duration
+	CPURatio []float64
 }
 
 // Report is a run's results, Base's first, and the configuration.
@@ -213,31 +218,42 @@ func Run(ctx context.Context, cfg Config, servers []Server, log io.Writer) (Repo
 			slices.Reverse(order)
 		}
 		rps := make([]float64, len(servers))
+		cpu := make([]time.Duration, len(servers))
 		for _, i := range order {
 			m, err := drive(ctx, cfg, cfg.Duration, urls[i])
 			if err != nil {
 				return rep, fmt.Errorf("%s, round %d: %w", servers[i].Name, round+1, err)
 			}
-			rps[i] = m.rps
-			rep.Results[i].RPS = append(rep.Results[i].RPS, m.rps)
-			rep.Results[i].LatencyP50 = append(rep.Results[i].LatencyP50, m.p50)
-			fmt.Fprintf(log, "round %d/%d %-22s %9.0f requests/s, p50 %s\n", round+1, cfg.Rounds, servers[i].Name, m.rps, m.p50)
+			rps[i], cpu[i] = m.rps, m.cpu
+			res := &rep.Results[i]
+			res.RPS = append(res.RPS, m.rps)
+			res.LatencyP50 = append(res.LatencyP50, m.p50)
+			if m.cpu > 0 {
+				res.CPU = append(res.CPU, m.cpu)
+			}
+			fmt.Fprintf(log, "round %d/%d %-22s %9.0f requests/s, p50 %s, CPU %s/request\n", round+1, cfg.Rounds, servers[i].Name, m.rps, m.p50, m.cpu)
 		}
 		for i := range servers {
 			rep.Results[i].Ratio = append(rep.Results[i].Ratio, rps[i]/rps[0])
+			if cpu[i] > 0 && cpu[0] > 0 {
+				rep.Results[i].CPURatio = append(rep.Results[i].CPURatio, float64(cpu[i])/float64(cpu[0]))
+			}
 		}
 	}
 	return rep, nil
 }
 
-// measure is one wrk run's figures.
+// measure is one wrk run's figures: requests per second, the median
+// latency, and the process's CPU time per request (0 when unknown).
 type measure struct {
 	rps float64
 	p50 time.Duration
+	cpu time.Duration
 }
 
 var (
 	reRPS     = regexp.MustCompile(`(?m)^Requests/sec:\s+([0-9.]+)`)
+	reCount   = regexp.MustCompile(`(?m)^\s*(\d+) requests in `)
 	reP50     = regexp.MustCompile(`(?m)^\s+50%\s+([0-9.]+)(us|ms|s)\b`)
 	reNon2xx  = regexp.MustCompile(`(?m)^\s*Non-2xx or 3xx responses:\s+(\d+)`)
 	reSockErr = regexp.MustCompile(`(?m)^\s*Socket errors:.*`)
@@ -248,11 +264,21 @@ var (
 func drive(ctx context.Context, cfg Config, d time.Duration, url string) (measure, error) {
 	cmd := exec.CommandContext(ctx, cfg.Wrk, "-t", strconv.Itoa(cfg.Threads), "-c", strconv.Itoa(cfg.Conns),
 		"-d", fmt.Sprintf("%ds", int(d.Seconds())), "--latency", url)
+	before, okBefore := cpuTime()
 	out, err := cmd.CombinedOutput()
+	after, okAfter := cpuTime()
 	if err != nil {
 		return measure{}, fmt.Errorf("wrk: %w: %s", err, out)
 	}
-	return parse(string(out))
+	m, err := parse(string(out))
+	if err == nil && okBefore && okAfter {
+		if c := reCount.FindStringSubmatch(string(out)); c != nil {
+			if n, _ := strconv.ParseInt(c[1], 10, 64); n > 0 {
+				m.cpu = (after - before) / time.Duration(n)
+			}
+		}
+	}
+	return m, err
 }
 
 // parse reads wrk's report.
