@@ -149,7 +149,13 @@ func inboundOutcome(r *http.Request, rw *responseWriter, panicked bool) (int, Ca
 		}
 		return http.StatusOK, Success // net/http's default
 	}
-	resp := http.Response{StatusCode: rw.status, Header: rw.Header()}
+	resp := http.Response{StatusCode: rw.status}
+	if rw.status >= 400 {
+		// Only a failure's header says more (Retry-After): net/http copies
+		// the header map of a response whose Header is asked for after its
+		// handler wrote, so a success is classified without asking.
+		resp.Header = rw.Header()
+	}
 	cat := classifyResponse(&resp, defaultMaxRetryAfter).Category
 	if cat.Failure() {
 		switch ctxErr {
