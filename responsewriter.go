@@ -149,13 +149,11 @@ func (rw *responseWriter) holdSlot(slot Slot) *Slot {
 	return &rw.slots[rw.nSlots-1]
 }
 
-// dropSlot forgets the most recent slot held, once given back: its owner
-// is done. Slots nest like the middleware that hold them.
+// dropSlot forgets the most recent slot holdSlot kept, once given back:
+// its owner is done. Slots nest like the middleware that hold them.
 func (rw *responseWriter) dropSlot() {
-	if rw.nSlots > 0 {
-		rw.nSlots--
-		rw.slots[rw.nSlots] = Slot{}
-	}
+	rw.nSlots--
+	rw.slots[rw.nSlots] = Slot{}
 }
 
 // canHijack reports whether w or a writer below it (through Unwrap) can

@@ -189,7 +189,8 @@ func (sh *shedder) serveTracked(next http.Handler, r *http.Request, s *served) {
 		return
 	}
 	held := rw.holdSlot(slot) // a hijack gives it back
-	if held == nil {
+	kept := held == nil       // no room in rw: kept here until the handler returns
+	if kept {
 		held = &slot
 	}
 	panicked := true
@@ -198,7 +199,7 @@ func (sh *shedder) serveTracked(next http.Handler, r *http.Request, s *served) {
 			held.Ignore()
 			sh.in.finish(r, s, true)
 		}
-		if held != &slot {
+		if !kept {
 			rw.dropSlot()
 		}
 	}()

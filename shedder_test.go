@@ -220,6 +220,76 @@ func TestShedderFreesSlotOnHijack(t *testing.T) {
 	close(finish)
 }
 
+// TestStackedSheddersFreeSlots: three Shedders on one request, more than
+// the shared writer holds slots for. A hijack frees the two the writer
+// holds, the third when its handler returns, and each slot is given back
+// once: none is held after the requests, hijacked or not.
+func TestStackedSheddersFreeSlots(t *testing.T) {
+	var shs [3]func(http.Handler) http.Handler
+	var bhs [3]*bw.Bulkheads
+	for i := range shs {
+		shs[i], bhs[i] = newShedder(t, 1)
+	}
+	held := func() [3]int { return [3]int{inFlight(bhs[0], ""), inFlight(bhs[1], ""), inFlight(bhs[2], "")} }
+	hijacked := make(chan [3]int, 1)
+	finish, returned := make(chan struct{}), make(chan struct{})
+	outside := func(next http.Handler) http.Handler { // sees the Shedders return
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			next.ServeHTTP(w, r)
+			if r.URL.Path == "/ws" {
+				close(returned)
+			}
+		})
+	}
+	r := chi.NewRouter()
+	r.Use(outside, shs[0], shs[1], shs[2])
+	r.Get("/ws", func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("hijack: %v", err)
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: demo\r\n\r\n")
+		brw.Flush()
+		hijacked <- held()
+		<-finish
+	})
+	r.Get("/next", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "admitted") })
+	srv, _ := newLoggedServer(t, r)
+
+	for i := range 2 {
+		if status, _, body := fetch(t, srv.URL+"/next"); status != 200 || body != "admitted" {
+			t.Fatalf("request %d: %d %q", i, status, body)
+		}
+		if n := held(); n != [3]int{} {
+			t.Fatalf("after request %d: slots held %v, want none", i, n)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, err := http.Get(srv.URL + "/ws")
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
+	if n := <-hijacked; n != [3]int{0, 0, 1} {
+		t.Fatalf("slots held after the hijack %v, want [0 0 1]: the writer holds two", n)
+	}
+	close(finish)
+	<-done
+	<-returned
+	if n := held(); n != [3]int{} {
+		t.Fatalf("slots held after the hijacked handler returned %v, want none", n)
+	}
+	for i := range 2 {
+		if status, _, body := fetch(t, srv.URL+"/next"); status != 200 || body != "admitted" {
+			t.Fatalf("request %d after the hijack: %d %q", i, status, body)
+		}
+	}
+}
+
 func TestShedderExemptAndServeMux(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bh, _ := bw.NewBulkheads(1)
