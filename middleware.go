@@ -149,14 +149,17 @@ func inboundOutcome(r *http.Request, rw *responseWriter, panicked bool) (int, Ca
 		}
 		return http.StatusOK, Success // net/http's default
 	}
+	// net/http copies the header map of a response whose Header is asked
+	// for after its handler wrote: a response the status alone classifies
+	// is classified without asking.
 	resp := http.Response{StatusCode: rw.status}
-	if rw.status >= 400 {
-		// Only a failure's header says more (Retry-After): net/http copies
-		// the header map of a response whose Header is asked for after its
-		// handler wrote, so a success is classified without asking.
-		resp.Header = rw.Header()
-	}
 	cat := classifyResponse(&resp, defaultMaxRetryAfter).Category
+	switch cat {
+	case Success, AuthError, ClientError:
+	default: // a Retry-After may say more
+		resp.Header = rw.Header()
+		cat = classifyResponse(&resp, defaultMaxRetryAfter).Category
+	}
 	if cat.Failure() {
 		switch ctxErr {
 		case context.Canceled:
