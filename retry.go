@@ -449,18 +449,24 @@ func (t *Transport) decide(c *call, a *attemptResult, now int64) (wait time.Dura
 		c.throttled = false // not a retry of the throttled endpoint's: no place in its line
 	} else {
 		var ok bool
-		if wait, ok = backoffSafely(t.cfg.backoff, c.attempts, c.prevWait); !ok {
+		if c.planned {
+			wait = t.cfg.plan()[c.attempts-1]
+		} else if wait, ok = backoffSafely(t.cfg.backoff, c.attempts, c.prevWait); !ok {
 			return 0, false, false, nil // a Backoff that panics means "do not retry"
 		}
 		if o.Status == http.StatusBadGateway && c.attempts == 1 {
 			wait = 0 // a gateway's backend failed: at once, its next pick is another
 		}
 		if o.HasRetryAfter {
-			hint := o.RetryAfter + time.Duration(rand.Float64()*retryAfterJitter*float64(o.RetryAfter))
+			hint := o.RetryAfter
+			if !c.planned {
+				hint += time.Duration(rand.Float64() * retryAfterJitter * float64(o.RetryAfter))
+			}
 			wait = max(wait, hint)
 		}
 	}
-	if need := wait; bounded && (left <= need || resp != nil && left <= need+drainTime) {
+	answered := resp != nil || c.planned && o.Status != 0
+	if need := wait; bounded && (left <= need || answered && left <= need+drainTime) {
 		c.outOfTime = c.callBound()
 		return 0, false, false, nil // the wait, and draining the response, must fit
 	}
@@ -476,7 +482,7 @@ func (t *Transport) decide(c *call, a *attemptResult, now int64) (wait time.Dura
 // retryable asks the user's RetryIf, or else the category. A RetryIf that
 // panics means "do not retry".
 func (t *Transport) retryable(c *call, resp *http.Response, err error, o Outcome) (ok bool, stop error) {
-	if t.cfg.retryIf == nil {
+	if t.cfg.retryIf == nil || c.planned {
 		return o.Category.Retryable(), nil
 	}
 	defer func() {

@@ -1,9 +1,11 @@
 package breakwater
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/breakwater-go/breakwater/internal/keyed"
@@ -20,7 +22,7 @@ type Scenario struct {
 	// FailFor is how long the outage lasts; 0 means it never recovers.
 	FailFor time.Duration
 	// Failure is how an attempt fails during the outage: [ServerError]
-	// (a 502; the zero value, Success, means this too), [Timeout] (the
+	// (a 500; the zero value, Success, means this too), [Timeout] (the
 	// upstream hangs until the attempt or call timeout ends the attempt,
 	// forever when neither is set), [NetworkError] (a refused
 	// connection) or [Throttled] (a 429 carrying RetryAfter).
@@ -115,7 +117,6 @@ type simulation struct {
 	breaker *Breaker
 	gates   *PauseGates
 	budget  *retryBudget
-	plan    []time.Duration
 	rng     *rand.Rand
 	faults  float64 // the breaker's fault injection rate, drawn from rng
 	callers []*simCaller
@@ -175,7 +176,7 @@ func newSimulation(t *Transport, s Scenario) *simulation {
 	if s.RetryAfter <= 0 {
 		s.RetryAfter = time.Second
 	}
-	sim := &simulation{t: t, s: s, plan: t.cfg.plan(), served: -1}
+	sim := &simulation{t: t, s: s, served: -1}
 	sim.rng = rand.New(rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15))
 	sim.bs = t.breakers.simulated(&sim.now)
 	sim.faults = t.breakers.cfg.faultRate
@@ -294,12 +295,14 @@ func (sim *simulation) step(c *simCaller) {
 func (sim *simulation) startCall(c *simCaller) {
 	sim.res.Calls++
 	sc := &simCall{n: sim.res.Calls, start: sim.now}
-	sc.c = call{key: simKey, breaker: sim.breaker, pol: RequestPolicy{MaxAttempts: sim.t.cfg.maxAttempts}}
+	sc.c = call{t: sim.t, req: simRequest, ctx: context.Background(), key: simKey, breaker: sim.breaker, pol: RequestPolicy{MaxAttempts: sim.t.cfg.maxAttempts}, planned: true}
 	if d := sim.t.cfg.callTimeout; d > 0 {
 		sc.deadline = sim.now + int64(d)
+		sc.c.dl = sc.deadline
 	}
 	if sim.budget != nil && sim.t.cfg.maxAttempts > 1 {
 		sim.budget.deposit(sim.now)
+		sc.c.budget = sim.budget
 	}
 	c.call, c.state = sc, simAdmit
 	sim.emit(Event{Kind: EventCallStart})
@@ -433,7 +436,7 @@ func (sim *simulation) answer() (Outcome, int64, error) {
 		}
 		return o, dur, nil
 	case ServerError:
-		return Outcome{Category: ServerError, Status: http.StatusBadGateway}, dur, nil
+		return Outcome{Category: ServerError, Status: http.StatusInternalServerError}, dur, nil
 	}
 	return Outcome{Category: s.Failure}, dur, nil
 }
@@ -502,34 +505,16 @@ func (sim *simulation) settle(call *simCall) {
 	sim.opening = nil
 }
 
-// decide is the Transport's retry decision with the retry plan's longest
-// waits and the virtual clock.
+// decide is the Transport's own retry decision (Transport.decide) on the
+// virtual clock, for a call marked planned: each wait the retry plan's
+// longest.
 func (sim *simulation) decide(call *simCall, o Outcome) (wait time.Duration, retry, budget bool) {
-	if o.Category == Rejected || o.Category == Canceled {
-		return 0, false, false
-	}
-	left := time.Duration(call.deadline - sim.now)
-	bounded := call.deadline != 0
-	switch {
-	case bounded && left <= 0, !o.Category.Retryable(), call.c.attempts >= sim.t.cfg.maxAttempts, o.RetryAfterTooLong:
-		return 0, false, false
-	}
-	wait = sim.plan[call.c.attempts-1]
-	if o.HasRetryAfter {
-		wait = max(wait, o.RetryAfter)
-	}
-	// The wait, and draining an answer's body, must fit.
-	if answered := o.Status != 0; bounded && (left <= wait || answered && left <= wait+drainTime) {
-		return 0, false, false
-	}
-	if sim.budget != nil {
-		if !sim.budget.withdraw(sim.now, false) {
-			return 0, false, true
-		}
-		call.c.retried = sim.now
-	}
-	return wait, true, false
+	wait, retry, budget, _ = sim.t.decide(&call.c, &attemptResult{o: o, err: call.err}, sim.now)
+	return wait, retry, budget
 }
+
+// simRequest is what a simulated call sends: a GET, which may be retried.
+var simRequest = &http.Request{Method: http.MethodGet, URL: &url.URL{Scheme: "http", Host: simKey}, Header: http.Header{}}
 
 // end ends the caller's call and schedules its next one.
 func (sim *simulation) end(c *simCaller, o Outcome, err error) {

@@ -21,7 +21,7 @@ type simFailure struct {
 }
 
 var simFailures = []simFailure{
-	{"502", breakwatertest.Step{Status: http.StatusBadGateway}, bw.ServerError},
+	{"500", breakwatertest.Step{Status: http.StatusInternalServerError}, bw.ServerError},
 	{"hang", breakwatertest.Step{Hang: true}, bw.Timeout},
 	{"429", breakwatertest.Step{Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"1"}}}, bw.Throttled},
 }

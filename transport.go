@@ -447,6 +447,11 @@ type call struct {
 	ep         *endpoint // the endpoint of the attempt being admitted
 	deposited  bool      // the call was counted in its retry budget
 	rounds     int       // rounds of the retry loop: 1 + the retries decided
+	// planned marks a simulated call (Simulate): each wait is the retry
+	// plan's longest, a hint is taken without jitter, RetryIf is not
+	// asked (there is no response), and an answer with a status counts as
+	// one with a body to drain.
+	planned bool
 	// notRetried and notHedged name the safety rules that kept the call
 	// from retrying an attempt or from being hedged; "" when none did.
 	notRetried, notHedged Reason

@@ -208,7 +208,7 @@ func TestStatusPageAndTimelineInChromium(t *testing.T) {
 	}
 }
 
-// writeSimulatedOutage simulates four callers through 20 s of 502s after
+// writeSimulatedOutage simulates four callers through 20 s of 500s after
 // 10 s of health, on the default configuration, and draws it to path.
 func writeSimulatedOutage(t *testing.T, path string) {
 	t.Helper()
@@ -229,7 +229,7 @@ func writeSimulatedOutage(t *testing.T, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := timeline.WriteSVG(f, rec.Timeline(), "simulated: 4 callers, 20 s of 502s"); err != nil {
+	if err := timeline.WriteSVG(f, rec.Timeline(), "simulated: 4 callers, 20 s of 500s"); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Close(); err != nil {

@@ -179,7 +179,7 @@ type scenarioFlags struct {
 
 func addScenarioFlags(fs *flag.FlagSet) *scenarioFlags {
 	sf := &scenarioFlags{}
-	fs.StringVar(&sf.outage, "outage", "server_error", "how the upstream fails: server_error (502), timeout (it hangs), network_error, throttled (429) or strict_limiter (429 beyond -limit)")
+	fs.StringVar(&sf.outage, "outage", "server_error", "how the upstream fails: server_error (500), timeout (it hangs), network_error, throttled (429) or strict_limiter (429 beyond -limit)")
 	fs.DurationVar(&sf.healthyFor, "healthy-for", 0, "how long the upstream answers well before the outage")
 	fs.DurationVar(&sf.failFor, "fail-for", 0, "how long the outage lasts (0: it never recovers)")
 	fs.Float64Var(&sf.failureRate, "failure-rate", 0, "during the outage, fail only this fraction of attempts")
@@ -254,7 +254,7 @@ func (sf *scenarioFlags) describe(s breakwater.Scenario) string {
 	if s.HealthyFor > 0 {
 		fmt.Fprintf(&b, "healthy for %s, then ", seconds(s.HealthyFor))
 	}
-	what := map[breakwater.Category]string{breakwater.ServerError: "502s", breakwater.Timeout: "hangs", breakwater.NetworkError: "refused connections", breakwater.Throttled: "429s"}[s.Failure]
+	what := map[breakwater.Category]string{breakwater.ServerError: "500s", breakwater.Timeout: "hangs", breakwater.NetworkError: "refused connections", breakwater.Throttled: "429s"}[s.Failure]
 	if s.Limit > 0 {
 		what = fmt.Sprintf("a strict limiter of %s/s (429 + Retry-After %s beyond it)", strconv.FormatFloat(s.Limit, 'f', -1, 64), seconds(s.RetryAfter))
 	}

@@ -97,7 +97,7 @@ func TestSimulateDefaultScenario(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	for _, want := range []string{"scenario: 4 callers (100ms apart), upstream 502s for good", "the breaker opens on call 11, 300ms in"} {
+	for _, want := range []string{"scenario: 4 callers (100ms apart), upstream 500s for good", "the breaker opens on call 11, 300ms in"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -112,7 +112,7 @@ func TestSimulateSVG(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	for _, want := range []string{"scenario: 4 callers (100ms apart), upstream healthy for 5s, then 502s for 20s, then healthy",
+	for _, want := range []string{"scenario: 4 callers (100ms apart), upstream healthy for 5s, then 500s for 20s, then healthy",
 		"the breaker opens on call", "breaker opened:", "breaker closed:", "timeline: " + svg} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -217,7 +217,7 @@ func TestSimulateRecovery(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	for _, want := range []string{"upstream healthy for 10s, then 502s for 20s, then healthy",
+	for _, want := range []string{"upstream healthy for 10s, then 500s for 20s, then healthy",
 		"the upstream recovers at 30s: the first request served ", ", the breaker closes "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
