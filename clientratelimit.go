@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/breakwater-go/breakwater/internal/gcra"
 )
 
 // defaultRateLimitPolicy is the policy name in a ClientRateLimit's
@@ -130,7 +132,7 @@ func newClientRateLimit(rl *RateLimiters, key KeyFunc, opts []Option) (*clientRa
 	}
 	burst := rl.cfg.burst
 	crl.window = max(1, int64(min(math.Ceil(float64(burst)/float64(rl.cfg.limit)), float64(maxHintSeconds))))
-	crl.p, crl.start = newGCRAParams(rl.cfg.limit, burst), rl.cfg.start
+	crl.p, crl.start = gcra.NewParams(rl.cfg.limit, burst), rl.cfg.start
 	crl.policyHdr = []string{`"` + c.policy + `";q=` + strconv.Itoa(burst) + ";w=" + strconv.FormatInt(crl.window, 10)}
 	crl.limitHdr = []string{strconv.Itoa(burst)}
 	if n := (int64(burst) + 1) * (crl.window + 1); n <= rateTableMax {
@@ -147,12 +149,12 @@ type clientRateLimit struct {
 	xHeaders bool
 
 	policyName string
-	window     int64      // seconds
-	p          gcraParams // every local bucket's policy
-	start      time.Time  // every bucket's clock origin
-	policyHdr  []string   // the RateLimit-Policy value, shared, never modified
-	limitHdr   []string   // X-RateLimit-Limit
-	table      []string   // RateLimit values (rateTable); nil if too many
+	window     int64       // seconds
+	p          gcra.Params // every local bucket's policy
+	start      time.Time   // every bucket's clock origin
+	policyHdr  []string    // the RateLimit-Policy value, shared, never modified
+	limitHdr   []string    // X-RateLimit-Limit
+	table      []string    // RateLimit values (rateTable); nil if too many
 }
 
 func validPolicyName(s string) bool {
@@ -253,7 +255,7 @@ func (crl *clientRateLimit) admit(r *http.Request, h http.Header, key string) ti
 	l := crl.rl.get(key)
 	if l.shared != nil {
 		st := l.take(r.Context())
-		t := min(retryAfterCeil(nextQuota(st, crl.p.interval)), crl.window)
+		t := min(retryAfterCeil(nextQuota(st, crl.p.Interval)), crl.window)
 		crl.setHeaders(h, int64(st.Remaining), t, st.Reset)
 		if st.Limited {
 			return max(st.RetryAfter, time.Nanosecond)
@@ -265,30 +267,30 @@ func (crl *clientRateLimit) admit(r *http.Request, h http.Header, key string) ti
 	p := &crl.p
 	var reserve int64 // a retry leaves half the burst to first attempts
 	if c := callerOf(r.Context()); c != nil && c.attempt >= 2 {
-		reserve = -(p.burst / 2) * p.interval
+		reserve = -(p.Burst / 2) * p.Interval
 	}
-	ok, _, tat, now := l.cell.take(*p, func() int64 { return int64(time.Since(crl.start)) }, reserve)
+	ok, _, tat, now := l.cell.Take(*p, func() int64 { return int64(time.Since(crl.start)) }, reserve)
 	backlog := max(0, tat-now)
-	free := p.capacity - backlog
+	free := p.Capacity - backlog
 	var rem, t int64
 	switch {
-	case backlog <= p.interval:
-		rem = p.burst - min(backlog, 1) // the usual case, without a division
-	case free >= p.interval:
-		rem = free / p.interval
+	case backlog <= p.Interval:
+		rem = p.Burst - min(backlog, 1) // the usual case, without a division
+	case free >= p.Interval:
+		rem = free / p.Interval
 	}
 	switch {
 	case backlog == 0:
-	case p.interval <= int64(time.Second):
+	case p.Interval <= int64(time.Second):
 		t = 1 // the next token is at most a second away
 	default:
-		t = min(retryAfterCeil(p.nextToken(tat, now)), crl.window)
+		t = min(retryAfterCeil(p.NextToken(tat, now)), crl.window)
 	}
 	crl.setHeaders(h, rem, t, time.Duration(backlog))
 	if ok {
 		return 0
 	}
-	return time.Duration(max(1, p.interval-free))
+	return time.Duration(max(1, p.Interval-free))
 }
 
 // nextQuota is how long until st's bucket, which gains a token every

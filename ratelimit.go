@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/breakwater-go/breakwater/internal/gcra"
 	"github.com/breakwater-go/breakwater/internal/keyed"
 )
 
@@ -61,9 +62,9 @@ type rateLimiter struct {
 	// shared store, in the cache line of the registry entry the limiter
 	// is allocated with (keyed.NewEmbedded); the policy and the clock's
 	// origin are every limiter's of the registry.
-	cell   gcra
+	cell   gcra.Cell
 	shared SharedLimiter
-	p      gcraParams
+	p      gcra.Params
 	start  time.Time // the clock's origin
 
 	key     string
@@ -76,7 +77,7 @@ type rateLimiter struct {
 }
 
 func (c *rateLimitConfig) initLimiter(key string, l *rateLimiter) {
-	*l = rateLimiter{key: key, limit: c.limit, burst: c.burst, maxWait: c.maxWait, p: newGCRAParams(c.limit, c.burst), start: c.start, shared: c.shared}
+	*l = rateLimiter{key: key, limit: c.limit, burst: c.burst, maxWait: c.maxWait, p: gcra.NewParams(c.limit, c.burst), start: c.start, shared: c.shared}
 }
 
 // now is the limiter's clock: monotonic nanoseconds since its origin.
@@ -104,7 +105,7 @@ func (l *rateLimiter) wait(ctx context.Context, dl time.Time) error {
 			delay = int64(st.RetryAfter)
 		}
 	} else {
-		ok, delay, _, _ = l.cell.take(p, l.now, int64(maxWait))
+		ok, delay, _, _ = l.cell.Take(p, l.now, int64(maxWait))
 	}
 	if !ok {
 		return rejected(ErrRateLimited, l.key, l.start.Add(time.Duration(l.now()+delay)))
@@ -118,8 +119,8 @@ func (l *rateLimiter) wait(ctx context.Context, dl time.Time) error {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		if p.interval != 0 {
-			l.cell.cancel(p) // a turn reserved in the shared store stays spent
+		if p.Interval != 0 {
+			l.cell.Cancel(p) // a turn reserved in the shared store stays spent
 		}
 		return ctx.Err()
 	}
@@ -158,22 +159,22 @@ func (l *rateLimiter) take(ctx context.Context) RateLimitSnapshot {
 		st, _, _ := l.admitShared(ctx, 0)
 		return st
 	}
-	ok, _, tat, now := l.cell.take(l.p, l.now, 0)
+	ok, _, tat, now := l.cell.Take(l.p, l.now, 0)
 	st := l.status(l.p, tat, now)
 	st.Limited = !ok
 	return st
 }
 
 // status describes the bucket of TAT tat at now under policy p.
-func (l *rateLimiter) status(p gcraParams, tat, now int64) RateLimitSnapshot {
-	rem, retry, reset := p.status(tat, now)
+func (l *rateLimiter) status(p gcra.Params, tat, now int64) RateLimitSnapshot {
+	rem, retry, reset := p.Status(tat, now)
 	return RateLimitSnapshot{Key: l.key, Limit: l.limit, Burst: l.burst, Remaining: int(rem), Limited: rem == 0, RetryAfter: retry, Reset: reset}
 }
 
 // reset fills the bucket again. Requests waiting for a token keep their
 // turns.
 func (l *rateLimiter) reset() {
-	l.cell.tat.Store(0)
+	l.cell.TAT.Store(0)
 	l.refused.Store(0)
 }
 
@@ -182,7 +183,7 @@ func (l *rateLimiter) reset() {
 // start its share empty again), is worth keeping (see [keyed.Map]).
 func (l *rateLimiter) weigh(now time.Time) keyed.Keep {
 	t := int64(now.Sub(l.start))
-	if l.cell.tat.Load() <= t && l.refused.Load() <= t && !l.fell.Load() {
+	if l.cell.TAT.Load() <= t && l.refused.Load() <= t && !l.fell.Load() {
 		return keyed.None
 	}
 	return keyed.Soft
@@ -192,7 +193,7 @@ func (l *rateLimiter) weigh(now time.Time) keyed.Keep {
 func (l *rateLimiter) snapshot() RateLimitSnapshot {
 	now := l.now()
 	st := l.localStatus(now)
-	st.Tokens = l.localParams().tokens(l.cell.tat.Load(), now)
+	st.Tokens = l.localParams().Tokens(l.cell.TAT.Load(), now)
 	if st.Remaining == 0 {
 		st.Tokens = min(st.Tokens, 0)
 	}

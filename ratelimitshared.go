@@ -3,6 +3,8 @@ package breakwater
 import (
 	"context"
 	"time"
+
+	"github.com/breakwater-go/breakwater/internal/gcra"
 )
 
 // WithSharedLimiter makes the limiters keep their quotas in s, shared with
@@ -47,10 +49,10 @@ func WithSharedLimiter(s SharedLimiter) Option {
 // maxWait ahead; delay is the wait before going. When the store failed
 // and the local share answered, p is the share's policy (for giving back a
 // reserved turn); otherwise p is zero.
-func (l *rateLimiter) admitShared(ctx context.Context, maxWait time.Duration) (st RateLimitSnapshot, delay time.Duration, p gcraParams) {
+func (l *rateLimiter) admitShared(ctx context.Context, maxWait time.Duration) (st RateLimitSnapshot, delay time.Duration, p gcra.Params) {
 	now := l.now()
 	if until := l.refused.Load(); now < until && time.Duration(until-now) > maxWait {
-		return l.refusal(time.Duration(until - now)), 0, gcraParams{}
+		return l.refusal(time.Duration(until - now)), 0, gcra.Params{}
 	}
 	err := l.charge(ctx)
 	if err == nil {
@@ -67,7 +69,7 @@ func (l *rateLimiter) admitShared(ctx context.Context, maxWait time.Duration) (s
 			l.refused.Store(now + int64(st.RetryAfter))
 			delay = 0
 		}
-		return st, max(0, delay), gcraParams{}
+		return st, max(0, delay), gcra.Params{}
 	}
 	p = l.localParams()
 	if l.fell.CompareAndSwap(false, true) {
@@ -75,18 +77,18 @@ func (l *rateLimiter) admitShared(ctx context.Context, maxWait time.Duration) (s
 		// the share starts empty (of the whole limit's span at least, so
 		// that the shares' backlogs add up to the store's).
 		for n := l.now(); ; {
-			old := l.cell.tat.Load()
-			if l.cell.tat.CompareAndSwap(old, max(old, n+max(p.capacity, l.p.capacity))) {
+			old := l.cell.TAT.Load()
+			if l.cell.TAT.CompareAndSwap(old, max(old, n+max(p.Capacity, l.p.Capacity))) {
 				break
 			}
 		}
 	}
 	// The clock is read again: the store may have taken its whole budget.
-	ok, d, tat, at := l.cell.take(p, l.now, int64(maxWait))
+	ok, d, tat, at := l.cell.Take(p, l.now, int64(maxWait))
 	st = l.status(p, tat, at)
 	st.Limited = !ok
 	if !ok {
-		return st, 0, gcraParams{}
+		return st, 0, gcra.Params{}
 	}
 	l.owes.Store(true)
 	return st, time.Duration(d), p
@@ -103,8 +105,8 @@ func (l *rateLimiter) charge(ctx context.Context) error {
 	}
 	if c, ok := l.shared.(SharedCharger); ok && l.owes.Load() {
 		p := l.localParams()
-		backlog := max(0, l.cell.tat.Load()-l.now())
-		scaled := int64(float64(min(backlog, 2*p.capacity)) * float64(l.p.capacity) / float64(p.capacity))
+		backlog := max(0, l.cell.TAT.Load()-l.now())
+		scaled := int64(float64(min(backlog, 2*p.Capacity)) * float64(l.p.Capacity) / float64(p.Capacity))
 		if err := c.Charge(ctx, l.key, l.limit, l.burst, time.Duration(scaled)); err != nil {
 			return err
 		}
@@ -116,16 +118,16 @@ func (l *rateLimiter) charge(ctx context.Context) error {
 // bucket holds less than one token, so it is full again retry plus
 // burst-1 intervals later.
 func (l *rateLimiter) refusal(retry time.Duration) RateLimitSnapshot {
-	return RateLimitSnapshot{Key: l.key, Limit: l.limit, Burst: l.burst, Limited: true, RetryAfter: retry, Reset: retry + time.Duration(l.p.capacity-l.p.interval)}
+	return RateLimitSnapshot{Key: l.key, Limit: l.limit, Burst: l.burst, Limited: true, RetryAfter: retry, Reset: retry + time.Duration(l.p.Capacity-l.p.Interval)}
 }
 
 // localParams is the policy of the local bucket: the whole limit, or with
 // a shared limiter the replica's share of it.
-func (l *rateLimiter) localParams() gcraParams {
+func (l *rateLimiter) localParams() gcra.Params {
 	if l.shared == nil {
 		return l.p
 	}
-	return l.p.share(l.shared.Replicas())
+	return l.p.Share(l.shared.Replicas())
 }
 
 // localStatus is what this replica knows of its quota at now: a refusal
@@ -136,5 +138,5 @@ func (l *rateLimiter) localStatus(now int64) RateLimitSnapshot {
 			return l.refusal(time.Duration(until - now))
 		}
 	}
-	return l.status(l.localParams(), l.cell.tat.Load(), now)
+	return l.status(l.localParams(), l.cell.TAT.Load(), now)
 }

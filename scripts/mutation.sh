@@ -5,7 +5,7 @@
 # should fail.
 #
 #   scripts/mutation.sh                        # every core file, whole (long: hours on 2 cores)
-#   scripts/mutation.sh policy.go gcra.go      # these files, whole (a path from the root)
+#   scripts/mutation.sh policy.go retry.go     # these files, whole (a path from the root)
 #   scripts/mutation.sh -diff [BASE]           # only the lines changed since BASE (default HEAD~1)
 #
 # A whole-file run prints each file's score, killed / (killed + survived), and
@@ -30,10 +30,10 @@ gremlins_version=v0.6.0
 core=(
   adaptive.go admission.go attempt.go backoff.go body.go breaker.go
   breakeroptions.go breakers.go classify.go clientratelimit.go concurrency.go
-  deadlinectx.go deadlineshare.go gcra.go handlertimeout.go middleware.go
+  deadlinectx.go deadlineshare.go handlertimeout.go middleware.go
   pausegate.go policy.go ratelimit.go requestpolicy.go retry.go retryafter.go
   routebreaker.go shedder.go timeout.go transport.go
-  internal/keyed/hot.go internal/keyed/keyed.go internal/window/window.go
+  internal/gcra/gcra.go internal/keyed/hot.go internal/keyed/keyed.go internal/window/window.go
 )
 
 usage() { sed -n '7,9p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }

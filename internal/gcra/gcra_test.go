@@ -1,4 +1,4 @@
-package breakwater
+package gcra
 
 import (
 	"math/rand/v2"
@@ -25,9 +25,9 @@ func TestGCRAParams(t *testing.T) {
 		{1e12, 4, 1},        // saturates at one token per nanosecond
 		{1e-30, 2, maxGCRASpan / 2},
 	} {
-		p := newGCRAParams(tc.limit, tc.burst)
-		if p.interval != tc.interval || p.burst != int64(tc.burst) || p.capacity != p.interval*p.burst {
-			t.Errorf("newGCRAParams(%v, %d) = %+v, want interval %d", tc.limit, tc.burst, p, tc.interval)
+		p := NewParams(tc.limit, tc.burst)
+		if p.Interval != tc.interval || p.Burst != int64(tc.burst) || p.Capacity != p.Interval*p.Burst {
+			t.Errorf("NewParams(%v, %d) = %+v, want interval %d", tc.limit, tc.burst, p, tc.interval)
 		}
 	}
 }
@@ -35,13 +35,13 @@ func TestGCRAParams(t *testing.T) {
 // TestGCRASequence walks one bucket of 10/s with a burst of 3 through the
 // cases every caller relies on.
 func TestGCRASequence(t *testing.T) {
-	p := newGCRAParams(10, 3)
-	var c gcra
+	p := NewParams(10, 3)
+	var c Cell
 	ms := int64(time.Millisecond)
 	step := func(now int64, wantOK bool, wantRemaining int64, wantRetry, wantReset time.Duration) {
 		t.Helper()
-		ok, delay, tat, _ := c.take(p, at(now), 0)
-		rem, retry, reset := p.status(tat, now)
+		ok, delay, tat, _ := c.Take(p, at(now), 0)
+		rem, retry, reset := p.Status(tat, now)
 		if ok != wantOK || delay < 0 || rem != wantRemaining || retry != wantRetry || reset != wantReset {
 			t.Fatalf("at %dms: ok=%v delay=%v remaining=%d retry=%v reset=%v, want %v %d %v %v",
 				now/ms, ok, delay, rem, retry, reset, wantOK, wantRemaining, wantRetry, wantReset)
@@ -66,8 +66,8 @@ func TestGCRAMatchesTokenBucket(t *testing.T) {
 		limit rate.Limit
 		burst int
 	}{{10, 1}, {10, 10}, {100, 5}, {1, 3}, {1000, 50}} {
-		p := newGCRAParams(tc.limit, tc.burst)
-		var c gcra
+		p := NewParams(tc.limit, tc.burst)
+		var c Cell
 		base := time.Unix(1_700_000_000, 0)
 		tb := rate.NewLimiter(tc.limit, tc.burst)
 		r := rand.New(rand.NewPCG(1, uint64(tc.burst)))
@@ -76,7 +76,7 @@ func TestGCRAMatchesTokenBucket(t *testing.T) {
 		for i := range 20_000 {
 			// Arrivals on a 1 µs grid, averaging twice the limit.
 			now += int64(time.Microsecond) * r.Int64N(int64(float64(time.Second/time.Microsecond)/float64(tc.limit)))
-			ok, _, tat, _ := c.take(p, at(now), 0)
+			ok, _, tat, _ := c.Take(p, at(now), 0)
 			want := tb.AllowN(base.Add(time.Duration(now)), 1)
 			if ok == want {
 				agree++
@@ -84,7 +84,7 @@ func TestGCRAMatchesTokenBucket(t *testing.T) {
 			if ok {
 				admitted++
 			}
-			if got, want := p.tokens(tat, now), tb.TokensAt(base.Add(time.Duration(now))); got-want > 1e-6 || want-got > 1e-6 {
+			if got, want := p.Tokens(tat, now), tb.TokensAt(base.Add(time.Duration(now))); got-want > 1e-6 || want-got > 1e-6 {
 				t.Fatalf("%v/%d step %d: tokens %v, token bucket %v", tc.limit, tc.burst, i, got, want)
 			}
 		}
@@ -100,14 +100,14 @@ func TestGCRAMatchesTokenBucket(t *testing.T) {
 // below the limit, move the TAT on for longer than the burst window. The
 // held-up caller must be judged at the time it decides, and admitted.
 func TestGCRAPreemptedCallerNotRefused(t *testing.T) {
-	p := newGCRAParams(1e6, 1000) // 1 µs per token, a 1 ms burst window
-	var c gcra
+	p := NewParams(1e6, 1000) // 1 µs per token, a 1 ms burst window
+	var c Cell
 	var wall int64
 	others := func() {
 		// 10 ms of other callers at a tenth of the limit.
 		for range 1000 {
 			wall += int64(10 * time.Microsecond)
-			if ok, _, _, _ := c.take(p, at(wall), 0); !ok {
+			if ok, _, _, _ := c.Take(p, at(wall), 0); !ok {
 				t.Fatalf("another caller refused at %v", time.Duration(wall))
 			}
 		}
@@ -121,39 +121,39 @@ func TestGCRAPreemptedCallerNotRefused(t *testing.T) {
 		}
 		return now
 	}
-	ok, delay, tat, now := c.take(p, clock, 0)
+	ok, delay, tat, now := c.Take(p, clock, 0)
 	if !ok {
 		t.Fatalf("refused with a delay of %v after being held up for 10ms, at a tenth of the limit", time.Duration(delay))
 	}
-	if now != wall || tat != wall+2*p.interval { // the last other caller's token, then this one's
+	if now != wall || tat != wall+2*p.Interval { // the last other caller's token, then this one's
 		t.Fatalf("decided at %v with TAT %v, want at %v with TAT two intervals later", time.Duration(now), time.Duration(tat), time.Duration(wall))
 	}
 }
 
 func TestGCRAWaitReserves(t *testing.T) {
-	p := newGCRAParams(10, 1)
-	var c gcra
-	if ok, delay, _, _ := c.take(p, at(0), int64(time.Second)); !ok || delay != 0 {
+	p := NewParams(10, 1)
+	var c Cell
+	if ok, delay, _, _ := c.Take(p, at(0), int64(time.Second)); !ok || delay != 0 {
 		t.Fatalf("first: ok=%v delay=%v", ok, delay)
 	}
-	ok, delay, tat, _ := c.take(p, at(0), int64(time.Second))
+	ok, delay, tat, _ := c.Take(p, at(0), int64(time.Second))
 	if !ok || delay != int64(100*time.Millisecond) {
 		t.Fatalf("second: ok=%v delay=%v, want a reservation 100ms ahead", ok, delay)
 	}
-	if rem, retry, _ := p.status(tat, 0); rem != 0 || retry != 200*time.Millisecond {
+	if rem, retry, _ := p.Status(tat, 0); rem != 0 || retry != 200*time.Millisecond {
 		t.Fatalf("after a reservation: remaining %d, retry %v", rem, retry)
 	}
-	if ok, delay, _, _ := c.take(p, at(0), int64(150*time.Millisecond)); ok || delay != int64(200*time.Millisecond) {
+	if ok, delay, _, _ := c.Take(p, at(0), int64(150*time.Millisecond)); ok || delay != int64(200*time.Millisecond) {
 		t.Fatalf("third with 150ms to wait: ok=%v delay=%v, want refused with 200ms", ok, delay)
 	}
-	c.cancel(p)
-	if ok, delay, _, _ := c.take(p, at(0), int64(150*time.Millisecond)); !ok || delay != int64(100*time.Millisecond) {
+	c.Cancel(p)
+	if ok, delay, _, _ := c.Take(p, at(0), int64(150*time.Millisecond)); !ok || delay != int64(100*time.Millisecond) {
 		t.Fatalf("after a cancel: ok=%v delay=%v", ok, delay)
 	}
 }
 
 func TestGCRANextToken(t *testing.T) {
-	p := newGCRAParams(10, 3) // 100 ms per token
+	p := NewParams(10, 3) // 100 ms per token
 	ms := int64(time.Millisecond)
 	for _, tc := range []struct {
 		tat, now int64
@@ -167,8 +167,8 @@ func TestGCRANextToken(t *testing.T) {
 		{100 * ms, 100 * ms, 0},                       // refilled
 		{1000 * ms, 800 * ms, 100 * time.Millisecond}, // 2 used
 	} {
-		got := p.nextToken(tc.tat, tc.now)
-		rem, retry, reset := p.status(tc.tat, tc.now)
+		got := p.NextToken(tc.tat, tc.now)
+		rem, retry, reset := p.Status(tc.tat, tc.now)
 		if got != tc.want {
 			t.Errorf("nextToken(%d, %d) = %v, want %v", tc.tat, tc.now, got, tc.want)
 		}
@@ -179,15 +179,15 @@ func TestGCRANextToken(t *testing.T) {
 }
 
 func TestGCRAShare(t *testing.T) {
-	p := newGCRAParams(90, 30)
-	s := p.share(3)
-	if s.interval != 3*p.interval || s.burst != 10 {
+	p := NewParams(90, 30)
+	s := p.Share(3)
+	if s.Interval != 3*p.Interval || s.Burst != 10 {
 		t.Fatalf("share(3) of 90/s burst 30 = %+v", s)
 	}
-	if one := newGCRAParams(2, 1).share(5); one.burst != 1 || one.interval != int64(2500*time.Millisecond) {
+	if one := NewParams(2, 1).Share(5); one.Burst != 1 || one.Interval != int64(2500*time.Millisecond) {
 		t.Fatalf("share(5) of 2/s burst 1 = %+v", one)
 	}
-	if same := p.share(1); same != p {
+	if same := p.Share(1); same != p {
 		t.Fatalf("share(1) changed the policy")
 	}
 	// Each of n replicas gets exactly an n-th of the rate and of the
@@ -202,11 +202,11 @@ func TestGCRAShare(t *testing.T) {
 		{1e-30, 2, 2},  // saturated: the share still has twice the interval
 		{1e-30, 64, 8}, // saturated, a burst of 8 each
 	} {
-		p := newGCRAParams(tc.limit, tc.burst)
-		s := p.share(tc.n)
-		if s.interval != int64(tc.n)*p.interval || s.burst != int64(tc.burst/tc.n) || s.capacity != s.interval*s.burst {
+		p := NewParams(tc.limit, tc.burst)
+		s := p.Share(tc.n)
+		if s.Interval != int64(tc.n)*p.Interval || s.Burst != int64(tc.burst/tc.n) || s.Capacity != s.Interval*s.Burst {
 			t.Errorf("share(%d) of %v/s burst %d = %+v, want an interval of %d and a burst of %d",
-				tc.n, tc.limit, tc.burst, s, int64(tc.n)*p.interval, tc.burst/tc.n)
+				tc.n, tc.limit, tc.burst, s, int64(tc.n)*p.Interval, tc.burst/tc.n)
 		}
 	}
 }
@@ -215,15 +215,15 @@ func TestGCRAShare(t *testing.T) {
 // instant and then at moving ones: exactly the burst is admitted at first,
 // and never more than burst + elapsed*limit in all.
 func TestGCRAConcurrent(t *testing.T) {
-	p := newGCRAParams(1000, 50)
-	var c gcra
+	p := NewParams(1000, 50)
+	var c Cell
 	var admitted atomic.Int64
 	var clock atomic.Int64
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
 			for range 2000 {
-				if ok, _, _, _ := c.take(p, clock.Load, 0); ok {
+				if ok, _, _, _ := c.Take(p, clock.Load, 0); ok {
 					admitted.Add(1)
 				}
 			}
@@ -237,7 +237,7 @@ func TestGCRAConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for range 2000 {
 				tick := func() int64 { return clock.Add(int64(10 * time.Microsecond)) }
-				if ok, _, _, _ := c.take(p, tick, 0); ok {
+				if ok, _, _, _ := c.Take(p, tick, 0); ok {
 					admitted.Add(1)
 				}
 			}
@@ -251,27 +251,27 @@ func TestGCRAConcurrent(t *testing.T) {
 }
 
 func TestGCRAAllocs(t *testing.T) {
-	p := newGCRAParams(1e6, 100)
-	var c gcra
+	p := NewParams(1e6, 100)
+	var c Cell
 	now := int64(0)
 	if n := testing.AllocsPerRun(1000, func() {
 		now += 500
-		_, _, tat, _ := c.take(p, at(now), 0)
-		_, _, _ = p.status(tat, now)
-		_ = p.nextToken(tat, now)
+		_, _, tat, _ := c.Take(p, at(now), 0)
+		_, _, _ = p.Status(tat, now)
+		_ = p.NextToken(tat, now)
 	}); n != 0 {
 		t.Fatalf("take allocates %v times", n)
 	}
 }
 
 func BenchmarkGCRATake(b *testing.B) {
-	p := newGCRAParams(1e9, 1000)
-	var c gcra
+	p := NewParams(1e9, 1000)
+	var c Cell
 	start := time.Now()
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			c.take(p, func() int64 { return int64(time.Since(start)) }, 0)
+			c.Take(p, func() int64 { return int64(time.Since(start)) }, 0)
 		}
 	})
 }
