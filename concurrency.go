@@ -274,7 +274,12 @@ func (b *bulkhead) acquireSlow(ctx context.Context, dl time.Time) (Slot, error) 
 	if left, ok := timeLeft(ctx, dl, t); ok && left < wait {
 		wait = left
 	}
-	if wait <= 0 || b.tooLate(ctx, w.rank, wait) || !b.push(w) {
+	if wait > 0 && b.tooLate(ctx, w.rank, wait) {
+		b.nwait.Add(-1)
+		b.mu.Unlock()
+		return Slot{}, b.rejectLate(0)
+	}
+	if wait <= 0 || !b.push(w) {
 		b.nwait.Add(-1)
 		b.mu.Unlock()
 		return Slot{}, b.reject(0)
@@ -292,7 +297,7 @@ func (b *bulkhead) acquireSlow(ctx context.Context, dl time.Time) (Slot, error) 
 		if b.lateGrant(ctx) {
 			w.slot.queued = false // not held: no measure of the work
 			w.slot.Ignore()
-			return Slot{}, b.reject(time.Since(t))
+			return Slot{}, b.rejectLate(time.Since(t))
 		}
 		return w.slot, nil
 	case <-timer.C:
@@ -383,6 +388,14 @@ func (b *bulkhead) leave(w *bulkheadWaiter) bool {
 func (b *bulkhead) reject(waited time.Duration) error {
 	e := rejected(ErrConcurrencyLimit, b.key, time.Time{})
 	e.limit, e.inFlight, e.waited = int(b.limit.Load()), int(b.state.Load()&inFlightMask), waited
+	return e
+}
+
+// rejectLate is the refusal of a request whose caller's deadline the
+// queue cannot meet (tooLate, lateGrant).
+func (b *bulkhead) rejectLate(waited time.Duration) error {
+	e := b.reject(waited).(*Error)
+	e.reason = ReasonCallerDeadline
 	return e
 }
 

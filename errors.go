@@ -215,6 +215,9 @@ type Error struct {
 	// A concurrency refusal's details, for the message.
 	limit, inFlight int
 	waited          time.Duration
+	// reason says why, when the mechanism has more than one: a
+	// concurrency refusal's ReasonCallerDeadline.
+	reason Reason
 }
 
 // rejected returns the *Error of a refusal by sentinel's mechanism.
@@ -282,6 +285,16 @@ func notRetriedText(r Reason) string {
 	return string(r)
 }
 
+// reasonOf returns why err's mechanism refused, when it says: a
+// concurrency refusal's ReasonCallerDeadline; "" otherwise.
+func reasonOf(err error) Reason {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.reason
+	}
+	return ""
+}
+
 // describe writes what refused or ended the call.
 func (e *Error) describe(b *strings.Builder) {
 	left := func() time.Duration { return max(0, time.Until(e.Until)).Round(time.Millisecond) }
@@ -308,6 +321,9 @@ func (e *Error) describe(b *strings.Builder) {
 		fmt.Fprintf(b, "breakwater: concurrency limit reached%s (%d in flight, limit %d)", on("on"), e.inFlight, e.limit)
 		if e.waited > 0 {
 			fmt.Fprintf(b, " after waiting %s", e.waited.Round(time.Millisecond))
+		}
+		if e.reason == ReasonCallerDeadline {
+			b.WriteString(": the caller's deadline cannot be met")
 		}
 	case ErrRetryBudget:
 		fmt.Fprintf(b, "breakwater: retry budget exhausted%s", on("on"))

@@ -63,13 +63,19 @@ func (in *inbound) finish(r *http.Request, s *served, panicked bool) {
 		return
 	}
 	status, cat := inboundOutcome(r, s.rw, panicked)
+	var reason Reason
+	if s.rw != nil && len(s.rw.Header()[headerPushback]) > 0 {
+		reason = ReasonPushback // the answer told its caller where to retry, or not to
+	}
 	notify(in.obs, r.Context(), &Event{
-		Kind:     EventRequest,
-		Method:   r.Method,
-		Route:    RouteKey(r),
-		Status:   status,
-		Category: cat,
-		Duration: time.Since(s.start),
+		Kind:        EventRequest,
+		Method:      r.Method,
+		Route:       RouteKey(r),
+		Status:      status,
+		Category:    cat,
+		Duration:    time.Since(s.start),
+		Reason:      reason,
+		Criticality: criticalityOf(r.Context()),
 	})
 }
 
@@ -88,14 +94,16 @@ func (in *inbound) reject(w http.ResponseWriter, r *http.Request, rej Rejection)
 	if in.obs != nil {
 		route := RouteKey(r)
 		notify(in.obs, r.Context(), &Event{
-			Kind:      EventReject,
-			Key:       route, // bounded: never a client's address
-			Method:    r.Method,
-			Route:     route,
-			Status:    rej.Status,
-			Delay:     rej.RetryAfter,
-			Mechanism: rej.Mechanism,
-			Err:       rej.Err,
+			Kind:        EventReject,
+			Key:         route, // bounded: never a client's address
+			Method:      r.Method,
+			Route:       route,
+			Status:      rej.Status,
+			Delay:       rej.RetryAfter,
+			Mechanism:   rej.Mechanism,
+			Err:         rej.Err,
+			Reason:      reasonOf(rej.Err),
+			Criticality: criticalityOf(r.Context()),
 		})
 	}
 	if in.deny != nil {

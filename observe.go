@@ -143,9 +143,20 @@ type Event struct {
 	// Health is set for EventHealth: the endpoint's new tier.
 	Health Health
 	// Reason says why: an endpoint's health changed (EventHealth), the
-	// safety rule of an EventRetrySkipped or EventHedgeSkipped, a
-	// Transport's hazard (EventWarning).
+	// safety rule of an EventRetrySkipped or EventHedgeSkipped (a
+	// breakwater server's Breakwater-Pushback: [ReasonPushback]), a
+	// Transport's hazard (EventWarning), a bulkhead's refusal of a
+	// request its caller's deadline left no time for (EventReject:
+	// [ReasonCallerDeadline]). On an EventRequest, [ReasonPushback] says
+	// that the answer carried Breakwater-Pushback: elsewhere when a
+	// middleware rejected the request (Category [Rejected]), none when
+	// the handler's 5xx followed a failed call of its own
+	// ([WithPropagation]).
 	Reason Reason
+	// Criticality is the request's ([ContextWithCriticality], or its
+	// breakwater caller's, read by [CallerHeaders]) on inbound events
+	// (EventReject, EventRequest); the default (0) on others.
+	Criticality Criticality
 }
 
 // An Observer receives events. Observe is called synchronously on the
@@ -265,6 +276,9 @@ func (lo *logObserver) Observe(ctx context.Context, e Event) {
 			return
 		}
 		attrs := []slog.Attr{slog.String("key", e.Key), slog.String("mechanism", string(e.Mechanism))}
+		if e.Reason != "" {
+			attrs = append(attrs, slog.String("reason", string(e.Reason)))
+		}
 		if e.Err != nil {
 			attrs = append(attrs, slog.String("error", e.Err.Error()))
 		}
