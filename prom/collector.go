@@ -55,6 +55,15 @@ const (
 	MetricBreakerProbes          = "breakwater_breaker_probes"
 )
 
+// Metric names of a fleet of breakwater services, as exported; the package
+// documentation lists their labels.
+const (
+	MetricInboundSheds    = "breakwater_inbound_sheds_total"
+	MetricInboundPushback = "breakwater_inbound_pushback_total"
+	MetricRetriesSkipped  = "breakwater_retries_skipped_total"
+	MetricHedgesSkipped   = "breakwater_hedges_skipped_total"
+)
+
 // An Option configures [New].
 type Option interface{ apply(*options) }
 
@@ -168,6 +177,12 @@ type descs struct {
 	hedges, hedgeWins                            *prometheus.Desc
 	epAttempts, epEjected, epEjections           *prometheus.Desc
 	paceRate, probes                             *prometheus.Desc
+	fleet                                        fleetDescs
+}
+
+// fleetDescs are the descriptors of the fleet's metrics.
+type fleetDescs struct {
+	sheds, pushback, retriesSkipped, hedgesSkipped *prometheus.Desc
 }
 
 var (
@@ -225,6 +240,12 @@ func New(reg prometheus.Registerer, opts ...Option) (*Collector, error) {
 		epEjections: desc(MetricEndpointEjections, "Ejections of a failover endpoint, by reason.", "key", "endpoint", "reason"),
 		paceRate:    desc(MetricPaceRate, "Requests per second a paced key may send: the rate its 429s taught the pause gate (Collector.Watch).", "key"),
 		probes:      desc(MetricBreakerProbes, "Probes a half-open circuit breaker lets through at once, doubling per success; 0 unless half-open (Collector.Watch).", "key"),
+		fleet: fleetDescs{
+			sheds:          desc(MetricInboundSheds, "Inbound requests a Shedder refused, by criticality and reason (caller_deadline: the caller's deadline could not be met; capacity: no room).", "route", "criticality", "reason"),
+			pushback:       desc(MetricInboundPushback, "Inbound answers that carried Breakwater-Pushback, by value (elsewhere: a shed or route breaker's 503; none: a 5xx after the handler's own call failed).", "route", "value"),
+			retriesSkipped: desc(MetricRetriesSkipped, "Retries a call did not make although its attempt's outcome called for one, by the rule that kept it (pushback: the server asked).", "key", "reason"),
+			hedgesSkipped:  desc(MetricHedgesSkipped, "Calls not hedged because of a safety rule, by the rule.", "key", "reason"),
+		},
 	}
 	c.keys = labels.NewTable(o.maxKeys, c.keyLabel, c.newKeySeries)
 	c.routes = labels.NewTable(o.maxRoutes, labels.Clean, c.newRouteSeries)
@@ -299,6 +320,8 @@ type keySeries struct {
 	hedges   atomic.Uint64                     // hedges sent
 	wins     atomic.Uint64                     // calls a hedge answered
 	eps      labels.Endpoints[*endpointSeries] // failover endpoints
+	// Retries and hedges skipped, by labels.SkipReasons.
+	retriesSkipped, hedgesSkipped []atomic.Uint64
 }
 
 // What a key label's events showed it has, so that it exports series only
@@ -330,6 +353,9 @@ func (c *Collector) newKeySeries(label string) *keySeries {
 		retries:  make([]atomic.Uint64, nc),
 		rejects:  make([]atomic.Uint64, nm),
 		waits:    c.newHistograms(nm),
+
+		retriesSkipped: make([]atomic.Uint64, len(labels.SkipReasons)),
+		hedgesSkipped:  make([]atomic.Uint64, len(labels.SkipReasons)),
 	}
 }
 
@@ -339,12 +365,18 @@ type routeSeries struct {
 	duration histogram
 	// requests by [method][status class][category], flattened.
 	requests []atomic.Uint64
+	// sheds by [criticality][shed reason], flattened.
+	sheds []atomic.Uint64
+	// pushback sent, by labels.Pushbacks.
+	pushback []atomic.Uint64
 }
 
 func (c *Collector) newRouteSeries(label string) *routeSeries {
 	rs := &routeSeries{
 		label:    label,
 		requests: make([]atomic.Uint64, len(methodNames)*len(statusClassNames)*len(labels.Categories)),
+		sheds:    make([]atomic.Uint64, len(labels.Criticalities)*len(labels.ShedReasons)),
+		pushback: make([]atomic.Uint64, len(labels.Pushbacks)),
 	}
 	rs.duration.counts = make([]atomic.Uint64, len(c.bounds)+1)
 	return rs
@@ -382,6 +414,13 @@ func (c *Collector) Observe(_ context.Context, e breakwater.Event) {
 		c.keys.Get(e.Key).eps.Get(e.Endpoint, newEndpointSeries).health(e)
 	case breakwater.EventReject:
 		c.keys.Get(e.Key).rejects[labels.MechanismIndex(e.Mechanism)].Add(1)
+		if e.Mechanism == breakwater.MechShed {
+			c.shed(&e)
+		}
+	case breakwater.EventRetrySkipped:
+		c.keys.Get(e.Key).retriesSkipped[labels.SkipReasonIndex(e.Reason)].Add(1)
+	case breakwater.EventHedgeSkipped:
+		c.keys.Get(e.Key).hedgesSkipped[labels.SkipReasonIndex(e.Reason)].Add(1)
 	case breakwater.EventWait:
 		c.keys.Get(e.Key).mark(hasCalls).waits[labels.MechanismIndex(e.Mechanism)].observe(c.boundsNs, e.Duration)
 	case breakwater.EventTransition:
@@ -398,6 +437,46 @@ func (c *Collector) Observe(_ context.Context, e breakwater.Event) {
 		i := (methodIndex(e.Method)*len(statusClassNames)+statusClassIndex(e.Status))*len(labels.Categories) + labels.CategoryIndex(e.Category)
 		rs.requests[i].Add(1)
 		rs.duration.observe(c.boundsNs, e.Duration)
+		if e.Reason == breakwater.ReasonPushback {
+			rs.pushback[labels.PushbackIndex(e.Category)].Add(1)
+		}
+	}
+}
+
+// shed counts a Shedder's refusal under its route, criticality and reason.
+func (c *Collector) shed(e *breakwater.Event) {
+	i := labels.CriticalityIndex(e.Criticality)*len(labels.ShedReasons) + labels.ShedReasonIndex(e.Reason)
+	c.routes.Get(e.Route).sheds[i].Add(1)
+}
+
+// collectKeyFleet sends a key's skipped retries and hedges.
+func (c *Collector) collectKeyFleet(ch chan<- prometheus.Metric, ks *keySeries) {
+	d := &c.descs.fleet
+	for i := range ks.retriesSkipped {
+		if n := ks.retriesSkipped[i].Load(); n > 0 {
+			ch <- c.constMetric(d.retriesSkipped, prometheus.CounterValue, float64(n), ks.label, labels.SkipReasons[i])
+		}
+	}
+	for i := range ks.hedgesSkipped {
+		if n := ks.hedgesSkipped[i].Load(); n > 0 {
+			ch <- c.constMetric(d.hedgesSkipped, prometheus.CounterValue, float64(n), ks.label, labels.SkipReasons[i])
+		}
+	}
+}
+
+// collectRouteFleet sends a route's sheds and pushback.
+func (c *Collector) collectRouteFleet(ch chan<- prometheus.Metric, rs *routeSeries) {
+	d := &c.descs.fleet
+	for i := range rs.sheds {
+		if n := rs.sheds[i].Load(); n > 0 {
+			crit, reason := i/len(labels.ShedReasons), i%len(labels.ShedReasons)
+			ch <- c.constMetric(d.sheds, prometheus.CounterValue, float64(n), rs.label, labels.Criticalities[crit], labels.ShedReasons[reason])
+		}
+	}
+	for i := range rs.pushback {
+		if n := rs.pushback[i].Load(); n > 0 {
+			ch <- c.constMetric(d.pushback, prometheus.CounterValue, float64(n), rs.label, labels.Pushbacks[i])
+		}
 	}
 }
 
@@ -409,6 +488,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		d.inFlight, d.state, d.openSeconds, d.transitions, d.inbound, d.inboundDur,
 		d.hedges, d.hedgeWins, d.epAttempts, d.epEjected, d.epEjections,
 		d.paceRate, d.probes,
+		d.fleet.sheds, d.fleet.pushback, d.fleet.retriesSkipped, d.fleet.hedgesSkipped,
 	} {
 		ch <- desc
 	}
@@ -502,6 +582,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				ch <- c.constMetric(d.epEjections, prometheus.CounterValue, float64(n), ks.label, es.label, reason)
 			}
 		})
+		c.collectKeyFleet(ch, ks)
 	})
 	c.routes.Each(func(rs *routeSeries) {
 		for i := range rs.requests {
@@ -517,6 +598,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if n, sum := rs.duration.snapshot(counts); n > 0 {
 			ch <- c.constHistogram(d.inboundDur, counts, n, sum, rs.label)
 		}
+		c.collectRouteFleet(ch, rs)
 	})
 }
 

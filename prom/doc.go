@@ -49,6 +49,18 @@
 //	breakwater_inbound_requests_total{route,method,status_class,category}  counter
 //	breakwater_inbound_request_duration_seconds{route}                     histogram
 //
+// A fleet of breakwater services (see the root package's WithPropagation
+// and CallerHeaders):
+//
+//	breakwater_inbound_sheds_total{route,criticality,reason}  counter  a Shedder's refusals: reason caller_deadline (the caller's deadline could not be met) or capacity
+//	breakwater_inbound_pushback_total{route,value}            counter  answers with Breakwater-Pushback: elsewhere (a shed or route breaker's 503), none (a 5xx after the handler's own call failed)
+//	breakwater_retries_skipped_total{key,reason}              counter  retries not made: pushback (the server asked), or a safety rule
+//	breakwater_hedges_skipped_total{key,reason}               counter  calls not hedged, by safety rule
+//
+// A shed is also counted in breakwater_rejections_total{mechanism="shed"};
+// the pushback counter counts the answers of requests an observing
+// middleware reported (an EventRequest).
+//
 // The series of a key appear with its first event; a (key, category) or
 // (key, mechanism) series appears with its first observation. The retry
 // budget, in-flight, state and open-seconds series of a key a Transport
@@ -77,7 +89,10 @@
 //     "rate_limit", "pause", "concurrency", "retry_budget", "shed",
 //     "timeout", "route_breaker"), [OtherLabel] for anything else.
 //   - from, to: "closed", "half_open", "open".
-//   - reason: the names of [breakwater.Reason], [OtherLabel] for anything else.
+//   - reason: the names of [breakwater.Reason], [OtherLabel] for anything else;
+//     a shed's: "caller_deadline" or "capacity".
+//   - criticality: "sheddable", "default", "critical".
+//   - value: a Breakwater-Pushback value, "elsewhere" or "none".
 //   - endpoint: a failover endpoint's base URL, as configured (a bounded
 //     set), cleaned like key; after 64 per key, [OtherLabel].
 //   - method: GET, HEAD, POST, PUT, PATCH, DELETE, CONNECT, OPTIONS, TRACE
