@@ -52,6 +52,14 @@
 //	breakwater.inbound.requests          counter    {request}  http.route, http.request.method, http.response.status_code, category
 //	breakwater.inbound.request.duration  histogram  s          http.route
 //
+// A fleet of breakwater services (the root package's WithPropagation and
+// CallerHeaders), as the prom package's fleet counters:
+//
+//	breakwater.inbound.sheds     counter  {request}   http.route, criticality, shed.reason  a Shedder's refusals: caller_deadline or capacity; criticality sheddable, default, critical
+//	breakwater.inbound.pushback  counter  {response}  http.route, pushback                  answers with Breakwater-Pushback: elsewhere or none
+//	breakwater.retries.skipped   counter  {retry}     key, skip.reason                      retries not made: pushback (the server asked), or a safety rule
+//	breakwater.hedges.skipped    counter  {call}      key, skip.reason                      calls not hedged, by safety rule
+//
 // The Prometheus collector's breakwater_retry_budget_exhausted_total is
 // breakwater.rejections with mechanism retry_budget here; its
 // breakwater_calls_total and breakwater_attempts_total are the counts of the

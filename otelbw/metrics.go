@@ -128,6 +128,7 @@ type keySeries struct {
 	transitions attrCache
 	breaker     breakerAgg
 	eps         endpoints // failover endpoints
+	fl          atomic.Pointer[fleetKey]
 }
 
 func newKeySeries(value string) *keySeries {
@@ -160,6 +161,7 @@ type routeSeries struct {
 	value    string
 	route    attrs
 	requests attrCache // by method, status code and category
+	fl       atomic.Pointer[fleetRoute]
 }
 
 func newRouteSeries(value string) *routeSeries {

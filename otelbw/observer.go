@@ -96,7 +96,8 @@ func (o *options) validate() error {
 // of one hiding the other's: give each its own meter provider (or a view
 // that tells them apart), or share one Observer.
 type Observer struct {
-	inst instruments
+	inst  instruments
+	fleet fleetInstruments
 
 	keys   *labels.Table[*keySeries]
 	routes *labels.Table[*routeSeries]
@@ -165,7 +166,8 @@ func New(opts ...Option) (*Observer, error) {
 	ob := &Observer{keyValueFn: o.keyValue}
 	ob.keys = labels.NewTable(o.maxKeys, ob.keyValue, newKeySeries)
 	ob.routes = labels.NewTable(o.maxRoutes, labels.Clean, newRouteSeries)
-	if err := ob.inst.create(o.mp.Meter(ScopeName, metric.WithSchemaURL(schemaURL)), ob.observeKeys); err != nil {
+	m := o.mp.Meter(ScopeName, metric.WithSchemaURL(schemaURL))
+	if err := errors.Join(ob.inst.create(m, ob.observeKeys), ob.fleet.create(m)); err != nil {
 		return nil, err
 	}
 	return ob, nil
@@ -214,6 +216,11 @@ func (ob *Observer) Observe(ctx context.Context, e breakwater.Event) {
 	case breakwater.EventReject:
 		in.rejections.Add(ctx, 1, ob.keys.Get(e.Key).byMechanism[labels.MechanismIndex(e.Mechanism)].add...)
 		addSpanEvent(ctx, e)
+		if e.Mechanism == breakwater.MechShed {
+			ob.shed(ctx, &e)
+		}
+	case breakwater.EventRetrySkipped, breakwater.EventHedgeSkipped:
+		ob.skipped(ctx, &e)
 	case breakwater.EventWait:
 		in.waitDur.Record(ctx, seconds(e.Duration), ob.keys.Get(e.Key).byMechanism[labels.MechanismIndex(e.Mechanism)].rec...)
 		addSpanEvent(ctx, e)
@@ -234,6 +241,9 @@ func (ob *Observer) Observe(ctx context.Context, e breakwater.Event) {
 		rs := ob.routes.Get(e.Route)
 		in.requests.Add(ctx, 1, rs.request(e.Method, e.Status, e.Category).add...)
 		in.requestDur.Record(ctx, seconds(e.Duration), rs.route.rec...)
+		if e.Reason == breakwater.ReasonPushback {
+			ob.pushback(ctx, rs, &e)
+		}
 	}
 }
 

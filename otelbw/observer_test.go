@@ -37,7 +37,10 @@ func exercise(o bw.Observer) {
 		{Kind: bw.EventCallEnd, Key: "api.test", Attempts: 2, Category: bw.ServerError, Status: 503, Duration: 120 * time.Millisecond},
 		{Kind: bw.EventReject, Key: "api.test", Mechanism: bw.MechBreaker, Err: bw.ErrCircuitOpen},
 		{Kind: bw.EventRequest, Route: "/items/{id}", Method: "GET", Status: 200, Category: bw.Success, Duration: 3 * time.Millisecond},
-		{Kind: bw.EventReject, Key: "/items/{id}", Mechanism: bw.MechShed},
+		{Kind: bw.EventReject, Key: "/items/{id}", Route: "/items/{id}", Mechanism: bw.MechShed, Reason: bw.ReasonCallerDeadline, Criticality: bw.Critical},
+		{Kind: bw.EventRequest, Route: "/items/{id}", Method: "GET", Status: 503, Category: bw.Rejected, Reason: bw.ReasonPushback, Criticality: bw.Critical},
+		{Kind: bw.EventRetrySkipped, Key: "api.test", Attempt: 1, Category: bw.ServerError, Status: 503, Reason: bw.ReasonPushback},
+		{Kind: bw.EventHedgeSkipped, Key: "api.test", Reason: bw.ReasonNotIdempotent},
 		{Kind: bw.EventCallStart, Key: "svc.test", Method: "GET"},
 		{Kind: bw.EventAttempt, Key: "svc.test", Attempt: 1, Category: bw.ServerError, Status: 500, Duration: 10 * time.Millisecond, Endpoint: "http://a.test"},
 		{Kind: bw.EventHealth, Key: "svc.test", Endpoint: "http://a.test", Health: bw.HealthEjected, Reason: bw.ReasonFailures},
@@ -81,6 +84,10 @@ func TestInstrumentsFollowConventions(t *testing.T) {
 		otelbw.MetricEndpointEjections:      {"{ejection}", "counter", []string{"breakwater.endpoint", "breakwater.endpoint.reason", "breakwater.key"}},
 		otelbw.MetricPaceRate:               {"{request}/s", "gauge", []string{"breakwater.key"}},
 		otelbw.MetricBreakerProbes:          {"{probe}", "gauge", []string{"breakwater.key"}},
+		otelbw.MetricInboundSheds:           {"{request}", "counter", []string{"breakwater.criticality", "breakwater.shed.reason", "http.route"}},
+		otelbw.MetricInboundPushback:        {"{response}", "counter", []string{"breakwater.pushback", "http.route"}},
+		otelbw.MetricRetriesSkipped:         {"{retry}", "counter", []string{"breakwater.key", "breakwater.skip.reason"}},
+		otelbw.MetricHedgesSkipped:          {"{call}", "counter", []string{"breakwater.key", "breakwater.skip.reason"}},
 	}
 	seen := map[string]bool{}
 	for _, m := range s.collect(t) {
