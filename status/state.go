@@ -43,6 +43,8 @@ type sourceState struct {
 	Pauses    *table[breakwater.PauseSnapshot]     `json:"pauses,omitempty"`
 	Buckets   *table[breakwater.RateLimitSnapshot] `json:"buckets,omitempty"`
 	Bulkheads *table[breakwater.BulkheadSnapshot]  `json:"bulkheads,omitempty"`
+	// Fleet holds the counts of a [Counts] source.
+	Fleet *table[countRow] `json:"fleet,omitempty"`
 	// Insights is absent when no breakwater.WithInsights observes the
 	// source; InsightsOff is set for a Transport without them.
 	Insights    []breakwater.Insight `json:"insights,omitzero"`
@@ -133,6 +135,10 @@ func (p *Page) state(q query) state {
 			ss.Bulkheads = page(snap.Bulkheads, q, q.offsets[prefix+"bulkheads"],
 				func(s breakwater.BulkheadSnapshot) string { return s.Key }, compareBulkheads,
 				func(s breakwater.BulkheadSnapshot) string { return flag(s.Saturated, "saturated") })
+		}
+		if c, ok := src.snap.(*Counts); ok {
+			ss.Fleet = page(c.rows(), q, q.offsets[prefix+"fleet"],
+				func(r countRow) string { return r.Key }, compareCounts, shedClass)
 		}
 		st.Sources = append(st.Sources, ss)
 	}

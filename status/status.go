@@ -8,7 +8,10 @@
 // the count that opened it, the time left before it lets a probe
 // through), every pause, token bucket and bulkhead, per key, refreshed
 // while you look, with each configuration's Explain beside it and, for a
-// Transport, the insights of [breakwater.WithInsights] below.
+// Transport, the insights of [breakwater.WithInsights] below. A [Counts]
+// source shows, per route and upstream, what a fleet of breakwater
+// services told each other: requests shed by criticality (and for their
+// caller's deadline), pushback sent and pushback honoured.
 //
 // The page is one self-contained HTML document with its script and style
 // served by the same handler: nothing is loaded from anywhere else, so it

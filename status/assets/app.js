@@ -42,7 +42,7 @@
     return Number.isFinite(d) ? duration(Math.max(0, d)) + ' ago' : '';
   }
 
-  const stateLabel = { closed: 'closed', half_open: 'half-open', open: 'open' };
+  const stateLabel = { closed: 'closed', half_open: 'half-open', open: 'open', critical_shed: 'shedding critical requests', deadline_shed: "shedding for callers' deadlines" };
 
   function pill(state) {
     return el('span', { class: 'pill ' + state }, stateLabel[state] || state);
@@ -187,6 +187,21 @@
       el('td', {}, b.saturated ? el('span', { class: 'pill limited' }, 'full') : 'no'));
   }
 
+  // crit formats counts by criticality: "critical / default / sheddable".
+  function crit(c) {
+    return `${c.critical} / ${c.default} / ${c.sheddable}`;
+  }
+
+  function fleetRow(r) {
+    return el('tr', { 'data-key': r.key },
+      el('td', { class: 'key' }, r.key),
+      el('td', { class: 'num' }, crit(r.shed)),
+      el('td', { class: 'num' }, crit(r.late)),
+      el('td', { class: 'num' }, r.pushback_elsewhere),
+      el('td', { class: 'num' }, r.pushback_none),
+      el('td', { class: 'num' }, r.pushback_honoured));
+  }
+
   function insightsOf(src) {
     if (!src.insights && !src.insights_off) return null; // the source cannot have any
     const box = el('div', { class: 'insights' }, el('h3', {}, 'insights'));
@@ -213,7 +228,10 @@
       tableOf(id('buckets'), 'token buckets', src.buckets, ['key', 'tokens', 'per second', 'limited', 'next token'],
         bucketRow, pageSize, 'No token bucket.'),
       tableOf(id('bulkheads'), 'bulkheads', src.bulkheads, ['key', 'in flight', 'queued', 'full'],
-        bulkheadRow, pageSize, 'No bulkhead.'));
+        bulkheadRow, pageSize, 'No bulkhead.'),
+      tableOf(id('fleet'), 'fleet', src.fleet,
+        ['key', 'shed (critical / default / sheddable)', "of them for the caller's deadline", 'pushback sent: elsewhere', 'pushback sent: none', 'pushback honoured'],
+        fleetRow, pageSize, 'Nothing shed, no pushback sent or honoured yet.'));
     if (!state.children.length) state.append(el('p', { class: 'muted' }, 'Nothing held yet: this source shows no breaker, pause, token bucket or bulkhead.'));
     const grid = el('div', { class: 'grid' }, state);
     if (src.explain) grid.append(el('aside', { class: 'explain' }, el('h3', {}, 'configuration'), el('pre', {}, src.explain)));
