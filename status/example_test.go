@@ -1,6 +1,8 @@
 package status_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -30,4 +32,46 @@ func ExampleNew() {
 	admin.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/debug/breakwater/state", nil))
 	fmt.Println(w.Code, w.Header().Get("Content-Type"))
 	// Output: 200 application/json
+}
+
+// A Counts observes the middleware and the Transports of a service in a
+// fleet, and the page shows what it counted: here a Shedder's one slot is
+// taken, and a breakwater caller's critical request is shed.
+func ExampleCounts() {
+	counts := status.NewCounts()
+	bh, _ := bw.NewBulkheads(1)
+	shed, _ := bw.Shedder(bh, bw.WithObserver(counts))
+	trust, _ := bw.CallerHeaders("192.0.2.0/24")
+	mux := http.NewServeMux()
+	mux.Handle("GET /orders", trust(shed(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))))
+
+	slot, _ := bh.Acquire(context.Background(), "")
+	defer slot.Release()
+	req := httptest.NewRequest(http.MethodGet, "/orders", nil)
+	req.RemoteAddr = "192.0.2.7:4000" // a trusted peer of the fleet
+	req.Header.Set("Breakwater-Criticality", "critical")
+	req.Header.Set("Breakwater-Timeout-Ms", "800")
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, req)
+	fmt.Println(w.Code, w.Header().Get("Breakwater-Pushback"))
+
+	page, _ := status.New(status.Source("fleet", counts))
+	w = httptest.NewRecorder()
+	page.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/state", nil))
+	var st struct {
+		Sources []struct {
+			Fleet struct {
+				Rows []struct {
+					Key  string
+					Shed map[string]int
+				}
+			}
+		}
+	}
+	_ = json.Unmarshal(w.Body.Bytes(), &st)
+	r := st.Sources[0].Fleet.Rows[0]
+	fmt.Println(r.Key, "shed critical:", r.Shed["critical"])
+	// Output:
+	// 503 elsewhere
+	// GET /orders shed critical: 1
 }
