@@ -1,6 +1,9 @@
 package breakwater
 
-import "slices"
+import (
+	"context"
+	"slices"
+)
 
 // The queue of a bulkhead: waiters in arrival order, granted most critical
 // first (see [Criticality]) and, among equals, oldest first. All of it is
@@ -104,4 +107,14 @@ func (b *bulkhead) remove(i int) {
 // are then bounded by the target.
 func (b *bulkhead) overloaded() bool {
 	return b.cfg.queueTarget > 0 && len(b.queue) > 0 && b.now()-b.busySince > int64(b.cfg.queueInterval)
+}
+
+// rankOf returns where a request with context ctx stands in a bulkhead's
+// queue: by criticality, then first attempts before retries.
+func rankOf(ctx context.Context) int8 {
+	r := 2 * int8(criticalityOf(ctx))
+	if c := callerOf(ctx); c == nil || c.attempt <= 1 {
+		r++
+	}
+	return r
 }

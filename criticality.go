@@ -66,13 +66,3 @@ func parseCriticality(v string) (Criticality, bool) {
 	}
 	return 0, false
 }
-
-// rankOf returns where a request with context ctx stands in a bulkhead's
-// queue: by criticality, then first attempts before retries.
-func rankOf(ctx context.Context) int8 {
-	r := 2 * int8(criticalityOf(ctx))
-	if c := callerOf(ctx); c == nil || c.attempt <= 1 {
-		r++
-	}
-	return r
-}
