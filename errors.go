@@ -269,6 +269,15 @@ const (
 	ReasonPushback Reason = "pushback"
 )
 
+// ReasonCallerDeadline is the Reason of an [EventReject] by a bulkhead (a
+// [Shedder]'s, a Transport's concurrency limit) that refused a request
+// serving a breakwater caller ([CallerHeaders]) because it could not be
+// served before the caller's deadline: its turn in the queue would come
+// too late, or its slot came with too little time left for the work. Any
+// other refusal by a bulkhead (its queue full, its wait over) has no
+// Reason.
+const ReasonCallerDeadline Reason = "caller_deadline"
+
 // notRetriedText says in words why a safety rule kept a call from
 // retrying.
 func notRetriedText(r Reason) string {

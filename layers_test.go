@@ -17,6 +17,7 @@ var (
 	vocabularyFiles = []string{
 		"chain.go",            // Stage, Chain, RoundTripperFunc
 		"classify.go",         // categories, outcomes, the classifier
+		"criticality.go",      // criticality and its header
 		"errors.go",           // sentinels, Error, the table of rejections
 		"observe.go",          // events, mechanisms, observers
 		"ratelimitheaders.go", // reading rate limit fields

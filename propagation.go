@@ -32,15 +32,6 @@ const (
 // has given up on the answer.
 var ErrCallerDeadline = errors.New("breakwater: the caller's deadline passed")
 
-// ReasonCallerDeadline is the Reason of an [EventReject] by a bulkhead (a
-// [Shedder]'s, a Transport's concurrency limit) that refused a request
-// serving a breakwater caller ([CallerHeaders]) because it could not be
-// served before the caller's deadline: its turn in the queue would come
-// too late, or its slot came with too little time left for the work. Any
-// other refusal by a bulkhead (its queue full, its wait over) has no
-// Reason.
-const ReasonCallerDeadline Reason = "caller_deadline"
-
 // WithPropagation, when on, makes the Transport speak to the breakwater
 // services it calls, and listen to them:
 //
