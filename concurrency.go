@@ -392,10 +392,10 @@ func (b *bulkhead) reject(waited time.Duration) error {
 }
 
 // rejectLate is the refusal of a request whose caller's deadline the
-// queue cannot meet (tooLate, lateGrant).
+// queue cannot meet (tooLate, lateGrant): it wraps ErrCallerDeadline.
 func (b *bulkhead) rejectLate(waited time.Duration) error {
 	e := b.reject(waited).(*Error)
-	e.reason = ReasonCallerDeadline
+	e.Err = ErrCallerDeadline
 	return e
 }
 

@@ -62,6 +62,17 @@ var (
 	ErrCallTimeout = errors.New("breakwater: call timeout")
 )
 
+// ErrCallerDeadline is the cause ([context.Cause]) of a request context
+// that [CallerHeaders] ended at the deadline its caller sent: the caller
+// has given up on the answer. It is also the error beneath a bulkhead's
+// refusal ([ErrConcurrencyLimit]; a [Shedder]'s, a Transport's
+// concurrency limit) of a request serving a breakwater caller that it
+// could not serve before the caller's deadline: its turn in the queue
+// would come too late, or its slot came with too little time left for
+// the work. errors.Is(e.Err, ErrCallerDeadline) tells such an
+// [EventReject] from a refusal for want of room.
+var ErrCallerDeadline = errors.New("breakwater: the caller's deadline passed")
+
 // rejection is one row of the table of rejections in the sentinels'
 // documentation: what [Classify], the observers, problem details and the
 // docs all read.
@@ -215,9 +226,6 @@ type Error struct {
 	// A concurrency refusal's details, for the message.
 	limit, inFlight int
 	waited          time.Duration
-	// reason says why, when the mechanism has more than one: a
-	// concurrency refusal's ReasonCallerDeadline.
-	reason Reason
 }
 
 // rejected returns the *Error of a refusal by sentinel's mechanism.
@@ -269,15 +277,6 @@ const (
 	ReasonPushback Reason = "pushback"
 )
 
-// ReasonCallerDeadline is the Reason of an [EventReject] by a bulkhead (a
-// [Shedder]'s, a Transport's concurrency limit) that refused a request
-// serving a breakwater caller ([CallerHeaders]) because it could not be
-// served before the caller's deadline: its turn in the queue would come
-// too late, or its slot came with too little time left for the work. Any
-// other refusal by a bulkhead (its queue full, its wait over) has no
-// Reason.
-const ReasonCallerDeadline Reason = "caller_deadline"
-
 // notRetriedText says in words why a safety rule kept a call from
 // retrying.
 func notRetriedText(r Reason) string {
@@ -292,16 +291,6 @@ func notRetriedText(r Reason) string {
 		return "the server asked not to be retried (Breakwater-Pushback)"
 	}
 	return string(r)
-}
-
-// reasonOf returns why err's mechanism refused, when it says: a
-// concurrency refusal's ReasonCallerDeadline; "" otherwise.
-func reasonOf(err error) Reason {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.reason
-	}
-	return ""
 }
 
 // describe writes what refused or ended the call.
@@ -331,7 +320,7 @@ func (e *Error) describe(b *strings.Builder) {
 		if e.waited > 0 {
 			fmt.Fprintf(b, " after waiting %s", e.waited.Round(time.Millisecond))
 		}
-		if e.reason == ReasonCallerDeadline {
+		if e.Err == ErrCallerDeadline {
 			b.WriteString(": the caller's deadline cannot be met")
 		}
 	case ErrRetryBudget:

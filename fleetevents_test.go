@@ -1,6 +1,7 @@
 package breakwater_test
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -73,8 +74,8 @@ func TestFleetEventsSayWhyAndHowCritical(t *testing.T) {
 		wg.Wait()
 
 		rej := kindOf(late, bw.EventReject)
-		if len(rej) != 1 || rej[0].Reason != bw.ReasonCallerDeadline || rej[0].Criticality != bw.Sheddable || rej[0].Mechanism != bw.MechShed {
-			t.Fatalf("late request's rejections %+v, want one shed with reason %q and criticality sheddable", rej, bw.ReasonCallerDeadline)
+		if len(rej) != 1 || !errors.Is(rej[0].Err, bw.ErrCallerDeadline) || !errors.Is(rej[0].Err, bw.ErrConcurrencyLimit) || rej[0].Criticality != bw.Sheddable || rej[0].Mechanism != bw.MechShed {
+			t.Fatalf("late request's rejections %+v, want one shed for the caller's deadline, sheddable", rej)
 		}
 		if msg := rej[0].Err.Error(); !strings.Contains(msg, "the caller's deadline cannot be met") {
 			t.Errorf("its error %q does not say why", msg)
@@ -87,8 +88,8 @@ func TestFleetEventsSayWhyAndHowCritical(t *testing.T) {
 			t.Error("no request turned away for the critical one")
 		}
 		for _, e := range full {
-			if e.Reason != "" || e.Criticality != 0 {
-				t.Errorf("a request turned away: reason %q, criticality %d; want none and the default", e.Reason, e.Criticality)
+			if errors.Is(e.Err, bw.ErrCallerDeadline) || e.Criticality != 0 {
+				t.Errorf("a request turned away: %v, criticality %d; want no deadline's and the default", e.Err, e.Criticality)
 			}
 		}
 	})

@@ -102,7 +102,6 @@ func (in *inbound) reject(w http.ResponseWriter, r *http.Request, rej Rejection)
 			Delay:       rej.RetryAfter,
 			Mechanism:   rej.Mechanism,
 			Err:         rej.Err,
-			Reason:      reasonOf(rej.Err),
 			Criticality: criticalityOf(r.Context()),
 		})
 	}

@@ -33,6 +33,8 @@ const (
 	EventTransition
 	// EventReject: a mechanism refused work (Mechanism, Err, and Delay:
 	// how long it goes on refusing, when it knows, as [RetryAfter] says).
+	// The Err of a bulkhead's refusal of a request its breakwater caller's
+	// deadline left no time for matches [ErrCallerDeadline].
 	EventReject
 	// EventWait: a call waited for a mechanism (Mechanism, Duration).
 	EventWait
@@ -145,13 +147,11 @@ type Event struct {
 	// Reason says why: an endpoint's health changed (EventHealth), the
 	// safety rule of an EventRetrySkipped or EventHedgeSkipped (a
 	// breakwater server's Breakwater-Pushback: [ReasonPushback]), a
-	// Transport's hazard (EventWarning), a bulkhead's refusal of a
-	// request its caller's deadline left no time for (EventReject:
-	// [ReasonCallerDeadline]). On an EventRequest, [ReasonPushback] says
-	// that the answer carried Breakwater-Pushback: elsewhere when a
-	// middleware rejected the request (Category [Rejected]), none when
-	// the handler's 5xx followed a failed call of its own
-	// ([WithPropagation]).
+	// Transport's hazard (EventWarning). On an EventRequest,
+	// [ReasonPushback] says that the answer carried Breakwater-Pushback:
+	// elsewhere when a middleware rejected the request (Category
+	// [Rejected]), none when the handler's 5xx followed a failed call of
+	// its own ([WithPropagation]).
 	Reason Reason
 	// Criticality is the request's ([ContextWithCriticality], or its
 	// breakwater caller's, read by [CallerHeaders]) on inbound events

@@ -2,7 +2,6 @@ package breakwater
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -26,11 +25,6 @@ const (
 	pushbackNone      = "none"
 	pushbackElsewhere = "elsewhere"
 )
-
-// ErrCallerDeadline is the cause ([context.Cause]) of a request context
-// that [CallerHeaders] ended at the deadline its caller sent: the caller
-// has given up on the answer.
-var ErrCallerDeadline = errors.New("breakwater: the caller's deadline passed")
 
 // WithPropagation, when on, makes the Transport speak to the breakwater
 // services it calls, and listen to them:

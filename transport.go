@@ -580,7 +580,7 @@ func (t *Transport) observeAttempt(c *call, a *attemptResult, retry bool, wait t
 	if a.o.Category == Rejected && a.err != nil {
 		if m := mechanismOf(a.err); m != "" { // else the body could not be replayed: no attempt
 			left, _ := RetryAfter(a.err)
-			t.emit(c, &Event{Kind: EventReject, Attempt: a.n, Mechanism: m, Delay: left, Err: a.err, Hedge: a.hedge, Endpoint: a.endpointName(), Reason: reasonOf(a.err)})
+			t.emit(c, &Event{Kind: EventReject, Attempt: a.n, Mechanism: m, Delay: left, Err: a.err, Hedge: a.hedge, Endpoint: a.endpointName()})
 		}
 		return
 	}

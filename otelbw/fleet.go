@@ -84,7 +84,7 @@ func newFleetKey(key string) *fleetKey {
 
 // shed counts a Shedder's refusal.
 func (ob *Observer) shed(ctx context.Context, e *breakwater.Event) {
-	i := labels.CriticalityIndex(e.Criticality)*len(labels.ShedReasons) + labels.ShedReasonIndex(e.Reason)
+	i := labels.CriticalityIndex(e.Criticality)*len(labels.ShedReasons) + labels.ShedReasonIndex(e.Err)
 	ob.fleet.sheds.Add(ctx, 1, ob.routes.Get(e.Route).fleet().sheds[i].add...)
 }
 

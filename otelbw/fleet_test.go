@@ -51,7 +51,7 @@ func TestFleetInstruments(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	s.obs.Observe(context.Background(), bw.Event{Kind: bw.EventReject, Route: "GET /items/{id}", Mechanism: bw.MechShed, Reason: bw.ReasonCallerDeadline})
+	s.obs.Observe(context.Background(), bw.Event{Kind: bw.EventReject, Route: "GET /items/{id}", Mechanism: bw.MechShed, Err: bw.ErrCallerDeadline})
 	s.obs.Observe(context.Background(), bw.Event{Kind: bw.EventRequest, Route: "GET /items/{id}", Status: 502, Category: bw.ServerError, Reason: bw.ReasonPushback})
 
 	got := s.series(t)

@@ -37,7 +37,7 @@ func exercise(o bw.Observer) {
 		{Kind: bw.EventCallEnd, Key: "api.test", Attempts: 2, Category: bw.ServerError, Status: 503, Duration: 120 * time.Millisecond},
 		{Kind: bw.EventReject, Key: "api.test", Mechanism: bw.MechBreaker, Err: bw.ErrCircuitOpen},
 		{Kind: bw.EventRequest, Route: "/items/{id}", Method: "GET", Status: 200, Category: bw.Success, Duration: 3 * time.Millisecond},
-		{Kind: bw.EventReject, Key: "/items/{id}", Route: "/items/{id}", Mechanism: bw.MechShed, Reason: bw.ReasonCallerDeadline, Criticality: bw.Critical},
+		{Kind: bw.EventReject, Key: "/items/{id}", Route: "/items/{id}", Mechanism: bw.MechShed, Err: bw.ErrCallerDeadline, Criticality: bw.Critical},
 		{Kind: bw.EventRequest, Route: "/items/{id}", Method: "GET", Status: 503, Category: bw.Rejected, Reason: bw.ReasonPushback, Criticality: bw.Critical},
 		{Kind: bw.EventRetrySkipped, Key: "api.test", Attempt: 1, Category: bw.ServerError, Status: 503, Reason: bw.ReasonPushback},
 		{Kind: bw.EventHedgeSkipped, Key: "api.test", Reason: bw.ReasonNotIdempotent},

@@ -445,7 +445,7 @@ func (c *Collector) Observe(_ context.Context, e breakwater.Event) {
 
 // shed counts a Shedder's refusal under its route, criticality and reason.
 func (c *Collector) shed(e *breakwater.Event) {
-	i := labels.CriticalityIndex(e.Criticality)*len(labels.ShedReasons) + labels.ShedReasonIndex(e.Reason)
+	i := labels.CriticalityIndex(e.Criticality)*len(labels.ShedReasons) + labels.ShedReasonIndex(e.Err)
 	c.routes.Get(e.Route).sheds[i].Add(1)
 }
 

@@ -51,7 +51,7 @@ func exerciseEvents() []bw.Event {
 		{Kind: bw.EventAttempt, Key: "pool.test", Attempt: 3, Category: bw.Success, Status: 200, Duration: 15 * time.Millisecond, Hedge: true, Endpoint: "http://c.pool.test"},
 		{Kind: bw.EventCallEnd, Key: "pool.test", Attempt: 3, Attempts: 3, Retries: 1, Category: bw.Success, Status: 200, Duration: 60 * time.Millisecond, Hedge: true, Endpoint: "http://c.pool.test"},
 		{Kind: bw.EventRequest, Route: "/items/{id}", Method: "GET", Status: 200, Category: bw.Success, Duration: 3 * time.Millisecond},
-		{Kind: bw.EventReject, Key: "/items/{id}", Route: "/items/{id}", Method: "GET", Status: 503, Mechanism: bw.MechShed, Err: bw.ErrConcurrencyLimit, Reason: bw.ReasonCallerDeadline, Criticality: bw.Sheddable},
+		{Kind: bw.EventReject, Key: "/items/{id}", Route: "/items/{id}", Method: "GET", Status: 503, Mechanism: bw.MechShed, Err: bw.ErrCallerDeadline, Criticality: bw.Sheddable},
 		{Kind: bw.EventRequest, Route: "/items/{id}", Method: "GET", Status: 503, Category: bw.Rejected, Reason: bw.ReasonPushback, Criticality: bw.Sheddable},
 		{Kind: bw.EventWarning, Mechanism: bw.MechShed, Err: errors.New("shedder behind a server without ReadTimeout")},
 		{Kind: bw.EventRetrySkipped, Key: "api.test", Method: "POST", Attempt: 1, Category: bw.ServerError, Status: 503, Reason: bw.ReasonNotIdempotent},

@@ -60,7 +60,7 @@ func TestFleetCounters(t *testing.T) {
 	}
 	// What middleware alone cannot make happen here: a refusal for the
 	// caller's deadline, and a handler's 5xx after its own call failed.
-	c.Observe(context.Background(), bw.Event{Kind: bw.EventReject, Key: "/items/{id}", Route: "/items/{id}", Mechanism: bw.MechShed, Reason: bw.ReasonCallerDeadline, Criticality: bw.Sheddable})
+	c.Observe(context.Background(), bw.Event{Kind: bw.EventReject, Key: "/items/{id}", Route: "/items/{id}", Mechanism: bw.MechShed, Err: bw.ErrCallerDeadline, Criticality: bw.Sheddable})
 	c.Observe(context.Background(), bw.Event{Kind: bw.EventRequest, Route: "/items/{id}", Status: 502, Category: bw.ServerError, Reason: bw.ReasonPushback})
 
 	got := gather(t, reg)

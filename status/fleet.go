@@ -3,6 +3,7 @@ package status
 import (
 	"cmp"
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -79,7 +80,7 @@ func (c *Counts) Observe(_ context.Context, e breakwater.Event) {
 	case e.Kind == breakwater.EventReject && e.Mechanism == breakwater.MechShed:
 		c.count(e.Route, func(r *countRow) {
 			r.Shed.add(e.Criticality)
-			if e.Reason == breakwater.ReasonCallerDeadline {
+			if e.Err != nil && errors.Is(e.Err, breakwater.ErrCallerDeadline) {
 				r.Late.add(e.Criticality)
 			}
 		})

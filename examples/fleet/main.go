@@ -113,7 +113,7 @@ func (f *fleet) Observe(_ context.Context, e breakwater.Event) {
 	switch {
 	case e.Kind == breakwater.EventReject && e.Mechanism == breakwater.MechShed && e.Route == routeB:
 		fg.shed[critIndex(e.Criticality)]++
-		if e.Reason == breakwater.ReasonCallerDeadline {
+		if errors.Is(e.Err, breakwater.ErrCallerDeadline) {
 			fg.late++
 		}
 	case e.Kind == breakwater.EventRequest && e.Reason == breakwater.ReasonPushback:

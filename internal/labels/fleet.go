@@ -1,6 +1,10 @@
 package labels
 
-import "github.com/breakwater-go/breakwater"
+import (
+	"errors"
+
+	"github.com/breakwater-go/breakwater"
+)
 
 // The values of the fleet's metrics: how a Shedder sheds, the pushback
 // middleware send, and the safety rules that skip retries and hedges.
@@ -22,11 +26,12 @@ func CriticalityIndex(c breakwater.Criticality) int {
 
 // ShedReasons holds why a Shedder shed a request: its caller's deadline
 // could not be met, or there was no room (the queue full, its wait over).
-var ShedReasons = []string{string(breakwater.ReasonCallerDeadline), "capacity"}
+var ShedReasons = []string{"caller_deadline", "capacity"}
 
-// ShedReasonIndex is the index in ShedReasons of a shed with reason r.
-func ShedReasonIndex(r breakwater.Reason) int {
-	if r == breakwater.ReasonCallerDeadline {
+// ShedReasonIndex is the index in ShedReasons of a shed whose error is
+// err: caller_deadline when it matches breakwater.ErrCallerDeadline.
+func ShedReasonIndex(err error) int {
+	if err != nil && errors.Is(err, breakwater.ErrCallerDeadline) {
 		return 0
 	}
 	return 1
