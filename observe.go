@@ -276,9 +276,6 @@ func (lo *logObserver) Observe(ctx context.Context, e Event) {
 			return
 		}
 		attrs := []slog.Attr{slog.String("key", e.Key), slog.String("mechanism", string(e.Mechanism))}
-		if e.Reason != "" {
-			attrs = append(attrs, slog.String("reason", string(e.Reason)))
-		}
 		if e.Err != nil {
 			attrs = append(attrs, slog.String("error", e.Err.Error()))
 		}
