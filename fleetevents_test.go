@@ -135,3 +135,40 @@ func TestFleetEventsPushbackNone(t *testing.T) {
 		}
 	})
 }
+
+// A route breaker's 503 to a breakwater caller says elsewhere: another
+// replica's route may be whole.
+func TestRouteBreakerPushesBackElsewhere(t *testing.T) {
+	log := &eventLog{}
+	bs, err := bw.NewBreakers(bw.WithPolicy(bw.Consecutive(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := bw.RouteBreaker(bs, bw.WithObserver(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	trust, err := bw.CallerHeaders("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /", trust(rb(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+	}))))
+	for range 2 { // the first opens the breaker
+		mux.ServeHTTP(httptest.NewRecorder(), fleetRequest("Breakwater-Attempt", "1;max=3"))
+	}
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, fleetRequest("Breakwater-Attempt", "1;max=3"))
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Breakwater-Pushback") != "elsewhere" {
+		t.Fatalf("an open route breaker answered %d, pushback %q; want 503, elsewhere", rec.Code, rec.Header().Get("Breakwater-Pushback"))
+	}
+	evs := kindOf(log.events(), bw.EventRequest)
+	if last := evs[len(evs)-1]; last.Reason != bw.ReasonPushback || last.Category != bw.Rejected {
+		t.Errorf("its request event %+v, want reason %q, rejected", last, bw.ReasonPushback)
+	}
+	if first := evs[0]; first.Reason != "" {
+		t.Errorf("the handler's own 500 (no call of its own failed) has reason %q", first.Reason)
+	}
+}

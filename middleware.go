@@ -88,7 +88,7 @@ func (in *inbound) reject(w http.ResponseWriter, r *http.Request, rej Rejection)
 	if rej.RetryAfter > 0 {
 		setRetryAfter(w.Header(), rej.RetryAfter)
 	}
-	if (rej.Mechanism == MechShed || rej.Mechanism == MechBreaker) && callerOf(r.Context()) != nil {
+	if (rej.Mechanism == MechShed || rej.Mechanism == MechRouteBreaker) && callerOf(r.Context()) != nil {
 		w.Header().Set(headerPushback, pushbackElsewhere) // this replica is full or its route broken
 	}
 	if in.obs != nil {
