@@ -64,7 +64,7 @@ func (in *inbound) finish(r *http.Request, s *served, panicked bool) {
 	}
 	status, cat := inboundOutcome(r, s.rw, panicked)
 	var reason Reason
-	if s.rw != nil && len(s.rw.Header()[headerPushback]) > 0 {
+	if pushedBack(s.rw) {
 		reason = ReasonPushback // the answer told its caller where to retry, or not to
 	}
 	notify(in.obs, r.Context(), &Event{
@@ -114,6 +114,24 @@ func (in *inbound) reject(w http.ResponseWriter, r *http.Request, rej Rejection)
 		return
 	}
 	WriteProblem(w, r, rej)
+}
+
+// pushedBack reports whether the answer rw recorded carried
+// Breakwater-Pushback, as reject and responseWriter.WriteHeader set it,
+// without asking for the header map (net/http copies it when asked after
+// the handler wrote): a shed or a route breaker's rejection of a
+// breakwater caller's request, or a 5xx after a call serving it failed.
+func pushedBack(rw *responseWriter) bool {
+	if rw == nil || rw.caller == nil {
+		return false
+	}
+	switch rw.rejectedBy {
+	case MechShed, MechRouteBreaker:
+		return true
+	case "":
+		return rw.status >= 500 && rw.caller.failed.Load()
+	}
+	return false
 }
 
 // inboundOutcome classifies how a request ended, as the breakers and the
