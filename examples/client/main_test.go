@@ -177,7 +177,7 @@ func TestDefaults(t *testing.T) {
 	for _, want := range []string{
 		`call timeout\s+` + fmtDuration(defaultCallTimeout) + `\n`,
 		`attempt timeout\s+` + fmtDuration(defaultAttemptTimeout) + `\n`,
-		`probes\s+every ` + fmtDuration(defaultOpenTimeout) + ` while the outage is young, then 1/32 of its age up to ` + fmtDuration(defaultMaxOpenTimeout) + ` `,
+		`probes\s+an opening lasts ` + fmtDuration(defaultOpenTimeout) + ` while the outage is young \(its first [^)]*\), then 1/32 of its age, at most ` + fmtDuration(defaultMaxOpenTimeout) + ` `,
 	} {
 		if !regexp.MustCompile(want).MatchString(explain) {
 			t.Errorf("a default Transport's Explain does not match %q:\n%s", want, explain)
