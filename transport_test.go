@@ -84,8 +84,10 @@ func TestMeltsOncePerExhaustedCall(t *testing.T) {
 func TestMeltPerAttemptOpensDuringThirdCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 500})
+		// A long opening: the retry's backoff must not outlast it and
+		// reach a half-open breaker's probe.
 		tr := newTransport(t, u.Transport(), bw.WithMaxAttempts(5), bw.WithoutRetryBudget(), bw.WithChargePerAttempt(true),
-			bw.WithPolicy(bw.Window(10, 0)))
+			bw.WithPolicy(bw.Window(10, 0)), bw.WithOpenTimeout(time.Minute, time.Minute))
 		for i := 1; i <= 2; i++ {
 			if r := get(tr); r.status != 500 {
 				t.Fatalf("call %d: %+v", i, r)
