@@ -93,7 +93,9 @@ func graph(dir string) (map[string]map[string]bool, error) {
 						declared[s.Name.Name] = name
 					case *ast.ValueSpec:
 						for _, n := range s.Names {
-							declared[n.Name] = name
+							if n.Name != "_" {
+								declared[n.Name] = name
+							}
 						}
 					}
 				}
