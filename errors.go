@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -426,4 +427,49 @@ type Rejection struct {
 	// [ErrConcurrencyLimit], [ErrRateLimited], [ErrCircuitOpen] or
 	// [ErrHalfOpenBusy], or [http.ErrHandlerTimeout].
 	Err error
+}
+
+// Mechanisms returns every mechanism, for metric label sets.
+func Mechanisms() []Mechanism {
+	var out []Mechanism
+	for _, r := range rejections {
+		for _, m := range [...]Mechanism{r.mech, r.inbound} {
+			if m != "" && !slices.Contains(out, m) {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+// isTimeout reports whether err has a Timeout() bool method that reports true.
+func isTimeout(err error) bool {
+	t, ok := err.(interface{ Timeout() bool })
+	return ok && t.Timeout()
+}
+
+// anyInChain reports whether f holds for err or anything err wraps, walking
+// the tree as errors.Is does. errors.As is not enough for timeouts: it stops
+// at the first match, and *url.Error has a Timeout method that looks only one
+// level down.
+func anyInChain(err error, f func(error) bool) bool {
+	for err != nil {
+		if f(err) {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if anyInChain(e, f) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
 }

@@ -15,11 +15,13 @@ import (
 // the package (the internal packages are below all three).
 var (
 	vocabularyFiles = []string{
+		"category.go",         // the outcome categories
 		"chain.go",            // Stage, Chain, RoundTripperFunc
-		"classify.go",         // categories, outcomes, the classifier
+		"classify.go",         // outcomes, the classifier
 		"criticality.go",      // criticality and its header
 		"errors.go",           // sentinels, Error, the table of rejections
-		"observe.go",          // events, mechanisms, observers
+		"mechanism.go",        // the mechanisms that refuse or delay work
+		"observe.go",          // events, observers
 		"ratelimitheaders.go", // reading rate limit fields
 		"retryafter.go",       // reading Retry-After
 		"saturate.go",         // duration arithmetic

@@ -3,7 +3,6 @@ package breakwater
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -79,37 +78,6 @@ func (k EventKind) String() string {
 		return eventKindNames[k]
 	}
 	return "unknown"
-}
-
-// Mechanism names the part of breakwater that refused or delayed work (the
-// table of rejections in the sentinels' documentation pairs each with its
-// errors), and whose state a [ClusterEvent] carries. Its values are
-// stable metric label values.
-type Mechanism string
-
-// Mechanisms.
-const (
-	MechBreaker      Mechanism = "breaker"       // a Transport's circuit breaker
-	MechRateLimit    Mechanism = "rate_limit"    // a token bucket, a Transport's or a client's
-	MechPause        Mechanism = "pause"         // the pause gate
-	MechConcurrency  Mechanism = "concurrency"   // a Transport's bulkhead
-	MechRetryBudget  Mechanism = "retry_budget"  // the retry budget
-	MechShed         Mechanism = "shed"          // a load shedder
-	MechTimeout      Mechanism = "timeout"       // a call, attempt or handler timeout
-	MechRouteBreaker Mechanism = "route_breaker" // a route breaker
-)
-
-// Mechanisms returns every mechanism, for metric label sets.
-func Mechanisms() []Mechanism {
-	var out []Mechanism
-	for _, r := range rejections {
-		for _, m := range [...]Mechanism{r.mech, r.inbound} {
-			if m != "" && !slices.Contains(out, m) {
-				out = append(out, m)
-			}
-		}
-	}
-	return out
 }
 
 // Event is one observation. Which fields are set depends on Kind (see the
