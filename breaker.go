@@ -10,6 +10,7 @@ import (
 	"weak"
 
 	"github.com/breakwater-go/breakwater/internal/keyed"
+	"github.com/breakwater-go/breakwater/internal/sat"
 	"github.com/breakwater-go/breakwater/internal/window"
 )
 
@@ -465,8 +466,8 @@ func (b *Breaker) toOpenLocked(now int64, reason Reason, o Outcome, failures int
 	if j := b.bs.cfg.jitter; j > 0 {
 		// A hint is never cut short; a probe never comes later than
 		// the cadence promises.
-		if f := fracSat(d, rand.Float64()*j); hint {
-			d = time.Duration(addSat(int64(d), int64(f)))
+		if f := sat.Frac(d, rand.Float64()*j); hint {
+			d = time.Duration(sat.Add(int64(d), int64(f)))
 		} else {
 			d -= f
 		}
@@ -483,7 +484,7 @@ func (b *Breaker) toOpenLocked(now int64, reason Reason, o Outcome, failures int
 	}
 	b.opens++
 	b.openedAt = now
-	until := addSat(now, int64(d))
+	until := sat.Add(now, int64(d))
 	b.openUntil.Store(until)
 	b.armDue(now, until)
 	b.openErr.Store(b.bs.openError(b.key, b.bs.wall(until)))
@@ -623,7 +624,7 @@ func (b *Breaker) forceOpen(d time.Duration, reason Reason, ok func(now int64) b
 	}
 	b.needOK = b.bs.cfg.successes
 	b.openedAt, b.openedOn = now, 0
-	until := addSat(now, int64(d))
+	until := sat.Add(now, int64(d))
 	b.openUntil.Store(until)
 	b.armDue(now, until)
 	b.openErr.Store(b.bs.openError(b.key, b.bs.wall(until)))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/breakwater-go/breakwater/internal/keyed"
+	"github.com/breakwater-go/breakwater/internal/sat"
 	"github.com/breakwater-go/breakwater/internal/window"
 )
 
@@ -253,11 +254,11 @@ func (bs *Breakers) applyRemote(e ClusterEvent) {
 	if j < defaultOpenJitter {
 		j = defaultOpenJitter
 	}
-	d := time.Duration(addSat(int64(e.For), int64(fracSat(e.For, rand.Float64()*j))))
+	d := time.Duration(sat.Add(int64(e.For), int64(sat.Frac(e.For, rand.Float64()*j))))
 	b.forceOpen(d, ReasonCluster, func(now int64) bool {
 		// Already open for at least as long: nothing to do (a trip seen
 		// again by a periodic read, or one this replica had too).
 		_, s := unpack(b.sg.Load())
-		return s != StateOpen || b.openUntil.Load() < addSat(now, int64(e.For))
+		return s != StateOpen || b.openUntil.Load() < sat.Add(now, int64(e.For))
 	})
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/breakwater-go/breakwater/internal/sat"
 )
 
 // Explain describes in plain words what the transport will do, with its
@@ -142,7 +144,7 @@ func (t *Transport) Explain() string {
 	case c.callTimeout > 0:
 		line(2, "takes", "at most %s (the call timeout)", formatDuration(c.callTimeout))
 	case c.attemptTimeout > 0:
-		line(2, "takes", "at most %s (%d attempts of up to %s, plus the waits)", formatDuration(time.Duration(addSat(int64(wait), int64(mulSat(c.attemptTimeout, int64(c.maxAttempts)))))), c.maxAttempts, formatDuration(c.attemptTimeout))
+		line(2, "takes", "at most %s (%d attempts of up to %s, plus the waits)", formatDuration(time.Duration(sat.Add(int64(wait), int64(sat.Mul(c.attemptTimeout, int64(c.maxAttempts)))))), c.maxAttempts, formatDuration(c.attemptTimeout))
 	default:
 		line(2, "takes", "unbounded: nothing limits a single attempt")
 	}

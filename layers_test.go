@@ -19,12 +19,12 @@ var (
 		"chain.go",            // Stage, Chain, RoundTripperFunc
 		"classify.go",         // outcomes, the classifier
 		"criticality.go",      // criticality and its header
+		"durationtext.go",     // durations in words
 		"errors.go",           // sentinels, Error, the table of rejections
 		"mechanism.go",        // the mechanisms that refuse or delay work
 		"observe.go",          // events, observers
 		"ratelimitheaders.go", // reading rate limit fields
 		"retryafter.go",       // reading Retry-After
-		"saturate.go",         // duration arithmetic
 		"state.go",            // breaker states, reasons, transitions, health
 	}
 	topFiles = []string{

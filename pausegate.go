@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/breakwater-go/breakwater/internal/keyed"
+	"github.com/breakwater-go/breakwater/internal/sat"
 )
 
 type pauseConfig struct {
@@ -132,7 +133,7 @@ func (pg *pauseGate) paceLocked(g *PauseGates, now int64) int64 {
 		return at
 	}
 	p.take(now)
-	g.busyUntil(pg, addSat(now, int64(paceForget)))
+	g.busyUntil(pg, sat.Add(now, int64(paceForget)))
 	return now
 }
 
@@ -177,7 +178,7 @@ func (g *PauseGates) throttle(key string, d time.Duration, ended int64) {
 		pg.mu.Unlock()
 		return
 	}
-	g.busyUntil(pg, addSat(now, int64(paceForget)))
+	g.busyUntil(pg, sat.Add(now, int64(paceForget)))
 	pg.mu.Unlock()
 }
 
@@ -298,7 +299,7 @@ func (g *PauseGates) pause(key string, d time.Duration, publish bool) time.Time 
 	if g == nil || d <= 0 {
 		return time.Time{}
 	}
-	until := addSat(g.now(), int64(min(d, g.cfg.maxPause)))
+	until := sat.Add(g.now(), int64(min(d, g.cfg.maxPause)))
 	e := g.m.Acquire(key) // pinned until paused: a paused gate is never evicted
 	defer e.Release()
 	pg := e.Value
@@ -310,7 +311,7 @@ func (g *PauseGates) pause(key string, d time.Duration, publish bool) time.Time 
 	pg.until.Store(until)
 	pg.begun.Add(1)
 	pg.holdLocked()
-	g.busyUntil(pg, addSat(until, int64(pauseProbeLease))) // and the probe after it
+	g.busyUntil(pg, sat.Add(until, int64(pauseProbeLease))) // and the probe after it
 	pg.changedLocked()
 	pg.mu.Unlock()
 	if publish {
@@ -374,7 +375,7 @@ func (g *PauseGates) answer(key string, over bool, d time.Duration) {
 		pg.over = newOverload(now)
 	}
 	if o := pg.over; o != nil {
-		began, ended := o.answer(now, over, addSat(now, int64(min(d, g.cfg.maxPause))))
+		began, ended := o.answer(now, over, sat.Add(now, int64(min(d, g.cfg.maxPause))))
 		switch {
 		case began:
 			pg.begun.Add(1)

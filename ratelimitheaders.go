@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/breakwater-go/breakwater/internal/sat"
 	"github.com/breakwater-go/breakwater/internal/sf"
 )
 
@@ -115,5 +116,5 @@ func hintSeconds(s float64) (time.Duration, bool) {
 	if !(s >= 0 && s <= float64(maxHintSeconds)) {
 		return 0, false
 	}
-	return secondsCeil(s), true
+	return sat.SecondsCeil(s), true
 }

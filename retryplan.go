@@ -1,6 +1,10 @@
 package breakwater
 
-import "time"
+import (
+	"time"
+
+	"github.com/breakwater-go/breakwater/internal/sat"
+)
 
 // plan returns the longest wait before each retry of a failing call, for
 // attempts 2 to maxAttempts: exact for a backoff with a MaxDelay method
@@ -32,7 +36,7 @@ func (c *config) plan() []time.Duration {
 func (c *config) worstPlan() time.Duration {
 	var total time.Duration
 	for _, d := range c.plan() {
-		total = time.Duration(addSat(int64(total), int64(max(0, d))))
+		total = time.Duration(sat.Add(int64(total), int64(max(0, d))))
 	}
 	if c.callTimeout > 0 {
 		total = min(total, c.callTimeout)
@@ -50,7 +54,7 @@ func (c *config) attemptsFit() (n int, waits time.Duration) {
 		return c.maxAttempts, 0
 	}
 	for i, d := range c.plan() {
-		waits = time.Duration(addSat(int64(waits), int64(max(0, d))))
+		waits = time.Duration(sat.Add(int64(waits), int64(max(0, d))))
 		if waits >= c.callTimeout {
 			return i + 1, waits
 		}

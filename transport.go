@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/breakwater-go/breakwater/internal/keyed"
+	"github.com/breakwater-go/breakwater/internal/sat"
 )
 
 // Transport is an [http.RoundTripper] that runs every call through the
@@ -374,7 +375,7 @@ func (c *config) checkPlan() (err error) {
 	c.planned = nil
 	plan := c.plan()
 	for _, d := range plan {
-		if total = addSat(total, int64(max(0, d))); total == math.MaxInt64 {
+		if total = sat.Add(total, int64(max(0, d))); total == math.MaxInt64 {
 			return fmt.Errorf("breakwater: the waits of %d attempts add up to more than %s", c.maxAttempts, time.Duration(math.MaxInt64))
 		}
 	}
@@ -678,7 +679,7 @@ func newSizedBreakers(c config, bc breakerConfig) (*Breakers, error) {
 		plan := c.worstPlan()
 		switch {
 		case p.within == 0:
-			p.within = max(defaultWindowWithin, mulSat(plan, 2*int64(max(1, p.tolerate))))
+			p.within = max(defaultWindowWithin, sat.Mul(plan, 2*int64(max(1, p.tolerate))))
 		case !c.chargePerAttempt && p.tolerate > 0 && p.within <= plan:
 			return nil, fmt.Errorf("breakwater: breaker window %s is narrower than one failing call's retry waits (up to %s): one caller's failing calls could never open it; widen it or leave it automatic (Window(%d, 0))", p.within, plan, p.tolerate)
 		}
