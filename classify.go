@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/breakwater-go/breakwater/internal/hints"
 )
 
 // Outcome is the classification of one attempt.
@@ -212,11 +214,11 @@ func classifyResponse(resp *http.Response, maxRetryAfter time.Duration) Outcome 
 	}
 
 	now := time.Now()
-	d, ok := parseRetryAfter(resp.Header, now)
+	d, ok := hints.RetryAfter(resp.Header, now)
 	if !ok && s == http.StatusTooManyRequests {
-		d, ok = rateLimitReset(resp.Header, now)
-		if lines := resp.Header[headerRateLimit]; !ok && len(lines) > 0 {
-			d, ok = structuredQuota(lines, resp.Header[headerRateLimitPolicy])
+		d, ok = hints.RateLimitReset(resp.Header, now)
+		if lines := resp.Header[hints.RateLimitField]; !ok && len(lines) > 0 {
+			d, ok = hints.StructuredQuota(lines, resp.Header[hints.RateLimitPolicyField])
 		}
 	}
 	if !ok {

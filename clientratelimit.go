@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/breakwater-go/breakwater/internal/gcra"
+	"github.com/breakwater-go/breakwater/internal/hints"
 )
 
 // defaultRateLimitPolicy is the policy name in a ClientRateLimit's
@@ -131,7 +132,7 @@ func newClientRateLimit(rl *RateLimiters, key KeyFunc, opts []Option) (*clientRa
 		policyName: c.policy,
 	}
 	burst := rl.cfg.burst
-	crl.window = max(1, int64(min(math.Ceil(float64(burst)/float64(rl.cfg.limit)), float64(maxHintSeconds))))
+	crl.window = max(1, int64(min(math.Ceil(float64(burst)/float64(rl.cfg.limit)), float64(hints.MaxSeconds))))
 	crl.p, crl.start = gcra.NewParams(rl.cfg.limit, burst), rl.cfg.start
 	crl.policyHdr = []string{`"` + c.policy + `";q=` + strconv.Itoa(burst) + ";w=" + strconv.FormatInt(crl.window, 10)}
 	crl.limitHdr = []string{strconv.Itoa(burst)}

@@ -15,17 +15,15 @@ import (
 // the package (the internal packages are below all three).
 var (
 	vocabularyFiles = []string{
-		"category.go",         // the outcome categories
-		"chain.go",            // Stage, Chain, RoundTripperFunc
-		"classify.go",         // outcomes, the classifier
-		"criticality.go",      // criticality and its header
-		"durationtext.go",     // durations in words
-		"errors.go",           // sentinels, Error, the table of rejections
-		"mechanism.go",        // the mechanisms that refuse or delay work
-		"observe.go",          // events, observers
-		"ratelimitheaders.go", // reading rate limit fields
-		"retryafter.go",       // reading Retry-After
-		"state.go",            // breaker states, reasons, transitions, health
+		"category.go",     // the outcome categories
+		"chain.go",        // Stage, Chain, RoundTripperFunc
+		"classify.go",     // outcomes, the classifier
+		"criticality.go",  // criticality and its header
+		"durationtext.go", // durations in words
+		"errors.go",       // sentinels, Error, the table of rejections
+		"mechanism.go",    // the mechanisms that refuse or delay work
+		"observe.go",      // events, observers
+		"state.go",        // breaker states, reasons, transitions, health
 	}
 	topFiles = []string{
 		"callerheaders.go", "clientratelimit.go", "config.go", "doc.go", "explain.go", "handlertimeout.go",

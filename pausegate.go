@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/breakwater-go/breakwater/internal/hints"
 	"github.com/breakwater-go/breakwater/internal/keyed"
 	"github.com/breakwater-go/breakwater/internal/sat"
 )
@@ -399,13 +400,13 @@ func (g *PauseGates) answer(key string, over bool, d time.Duration) {
 }
 
 // observeHeaders pauses key until the quota reset that h announces as
-// spent, if any (see parseQuotaReset). It is how a client paces itself on
+// spent, if any (see hints.QuotaReset). It is how a client paces itself on
 // RateLimit and X-RateLimit-* response fields instead of collecting 429s.
 func (g *PauseGates) observeHeaders(key string, h http.Header) {
-	if len(h[headerRateLimit]) == 0 && len(h[headerRateLimitRemaining]) == 0 && len(h[headerXRateLimitRemaining]) == 0 {
+	if len(h[hints.RateLimitField]) == 0 && len(h[hints.RateLimitRemainingField]) == 0 && len(h[hints.XRateLimitRemainingField]) == 0 {
 		return
 	}
-	if d, ok := parseQuotaReset(h, time.Now()); ok {
+	if d, ok := hints.QuotaReset(h, time.Now()); ok {
 		g.Pause(key, d)
 	}
 }

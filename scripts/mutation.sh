@@ -31,9 +31,10 @@ core=(
   adaptive.go admission.go attempt.go backoff.go body.go breaker.go
   breakeroptions.go breakers.go classify.go clientratelimit.go concurrency.go
   deadlinectx.go deadlineshare.go handlertimeout.go middleware.go
-  pausegate.go policy.go ratelimit.go requestpolicy.go retry.go retryafter.go
+  pausegate.go policy.go ratelimit.go requestpolicy.go retry.go
   routebreaker.go shedder.go timeout.go transport.go
-  internal/gcra/gcra.go internal/keyed/hot.go internal/keyed/keyed.go internal/window/window.go
+  internal/gcra/gcra.go internal/hints/retryafter.go
+  internal/keyed/hot.go internal/keyed/keyed.go internal/window/window.go
 )
 
 usage() { sed -n '7,9p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }

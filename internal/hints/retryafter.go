@@ -1,4 +1,8 @@
-package breakwater
+// Package hints reads what a server's answer asks of its client: how long
+// to wait (Retry-After), and when a spent quota resets (the IETF RateLimit
+// fields and their X-RateLimit forebears). Every parser is lenient: a
+// malformed value is absent, never an error or a panic.
+package hints
 
 import (
 	"net/http"
@@ -12,8 +16,8 @@ import (
 // (absent) rather than clamped, so a hint never wraps into a negative
 // [time.Duration].
 const (
-	maxHint        = 100 * 365 * 24 * time.Hour
-	maxHintSeconds = int64(maxHint / time.Second)
+	maxHint    = 100 * 365 * 24 * time.Hour
+	MaxSeconds = int64(maxHint / time.Second)
 )
 
 // epochThreshold separates the two readings of a rate-limit reset value: a
@@ -30,7 +34,7 @@ const (
 	headerXRateLimitReset = "X-Ratelimit-Reset" // X-RateLimit-Reset
 )
 
-// parseRetryAfter returns the delay a Retry-After field in h asks for, as
+// RetryAfter returns the delay a Retry-After field in h asks for, as
 // RFC 9110 section 10.2.3 defines it, and whether h holds a usable one.
 //
 // The value is either delta-seconds (one or more ASCII digits; spaces and
@@ -46,13 +50,13 @@ const (
 // is false, d is zero.
 //
 // It never panics and does not allocate for delta-seconds.
-func parseRetryAfter(h http.Header, now time.Time) (d time.Duration, ok bool) {
+func RetryAfter(h http.Header, now time.Time) (d time.Duration, ok bool) {
 	v, present := firstValue(h, headerRetryAfter)
 	if !present {
 		return 0, false
 	}
 	if n, digits := parseDigits(v); digits {
-		if n > maxHintSeconds {
+		if n > MaxSeconds {
 			return 0, false
 		}
 		return time.Duration(n) * time.Second, true
@@ -64,19 +68,19 @@ func parseRetryAfter(h http.Header, now time.Time) (d time.Duration, ok bool) {
 	return untilTime(t, h, now)
 }
 
-// rateLimitReset returns the delay that RateLimit-Reset, or failing that
+// RateLimitReset returns the delay that RateLimit-Reset, or failing that
 // X-RateLimit-Reset, asks for. Both are read as delta-seconds, except that
 // a value above epochThreshold is a Unix timestamp in seconds (GitHub and
 // others send X-RateLimit-Reset that way), measured like a Retry-After
-// date. The same bounds as parseRetryAfter's apply.
-func rateLimitReset(h http.Header, now time.Time) (time.Duration, bool) {
+// date. The same bounds as RetryAfter's apply.
+func RateLimitReset(h http.Header, now time.Time) (time.Duration, bool) {
 	for _, key := range [...]string{headerRateLimitReset, headerXRateLimitReset} {
 		v, present := firstValue(h, key)
 		if !present {
 			continue
 		}
 		n, digits := parseDigits(v)
-		if !digits || n > maxHintSeconds {
+		if !digits || n > MaxSeconds {
 			continue
 		}
 		if n > epochThreshold {
@@ -98,7 +102,7 @@ func firstValue(h http.Header, key string) (string, bool) {
 }
 
 // parseDigits reports whether s is 1*DIGIT and returns its value, saturated
-// at maxHintSeconds+1 so that long inputs cannot overflow.
+// at MaxSeconds+1 so that long inputs cannot overflow.
 func parseDigits(s string) (n int64, digits bool) {
 	if s == "" {
 		return 0, false
@@ -108,12 +112,12 @@ func parseDigits(s string) (n int64, digits bool) {
 		if c < '0' || c > '9' {
 			return 0, false
 		}
-		if n <= maxHintSeconds {
+		if n <= MaxSeconds {
 			n = n*10 + int64(c-'0')
 		}
 	}
-	if n > maxHintSeconds {
-		n = maxHintSeconds + 1
+	if n > MaxSeconds {
+		n = MaxSeconds + 1
 	}
 	return n, true
 }

@@ -1,4 +1,4 @@
-package breakwater
+package hints
 
 import (
 	"net/http"
@@ -8,15 +8,15 @@ import (
 	"github.com/breakwater-go/breakwater/internal/sf"
 )
 
-// Canonical keys of the rate limit fields read by parseQuotaReset.
+// Canonical keys of the rate limit fields read by QuotaReset.
 const (
-	headerRateLimit           = "Ratelimit"             // RateLimit
-	headerRateLimitPolicy     = "Ratelimit-Policy"      // RateLimit-Policy
-	headerRateLimitRemaining  = "Ratelimit-Remaining"   // RateLimit-Remaining
-	headerXRateLimitRemaining = "X-Ratelimit-Remaining" // X-RateLimit-Remaining
+	RateLimitField           = "Ratelimit"             // RateLimit
+	RateLimitPolicyField     = "Ratelimit-Policy"      // RateLimit-Policy
+	RateLimitRemainingField  = "Ratelimit-Remaining"   // RateLimit-Remaining
+	XRateLimitRemainingField = "X-Ratelimit-Remaining" // X-RateLimit-Remaining
 )
 
-// parseQuotaReset reports whether h says that the client's quota is spent
+// QuotaReset reports whether h says that the client's quota is spent
 // and, if so, how long until it resets. It reads, and takes the longest of:
 //
 //   - the IETF RateLimit field (draft-ietf-httpapi-ratelimit-headers), a
@@ -33,17 +33,17 @@ const (
 // Malformed members and values are ignored, never an error or a panic; a
 // reset longer than 100 years is ignored. When ok is true, d is never
 // negative.
-func parseQuotaReset(h http.Header, now time.Time) (d time.Duration, ok bool) {
+func QuotaReset(h http.Header, now time.Time) (d time.Duration, ok bool) {
 	take := func(v time.Duration, found bool) {
 		if found && (!ok || v > d) {
 			d, ok = v, true
 		}
 	}
-	if vs := h[headerRateLimit]; len(vs) > 0 {
-		take(structuredQuota(vs, h[headerRateLimitPolicy]))
+	if vs := h[RateLimitField]; len(vs) > 0 {
+		take(StructuredQuota(vs, h[RateLimitPolicyField]))
 	}
-	take(fieldQuota(h, headerRateLimitRemaining, headerRateLimitReset, now))
-	take(fieldQuota(h, headerXRateLimitRemaining, headerXRateLimitReset, now))
+	take(fieldQuota(h, RateLimitRemainingField, headerRateLimitReset, now))
+	take(fieldQuota(h, XRateLimitRemainingField, headerXRateLimitReset, now))
 	return d, ok
 }
 
@@ -61,7 +61,7 @@ func fieldQuota(h http.Header, remaining, reset string, now time.Time) (time.Dur
 		return 0, false
 	}
 	n, digits := parseDigits(v)
-	if !digits || n > maxHintSeconds {
+	if !digits || n > MaxSeconds {
 		return 0, false
 	}
 	if n > epochThreshold {
@@ -70,9 +70,9 @@ func fieldQuota(h http.Header, remaining, reset string, now time.Time) (time.Dur
 	return time.Duration(n) * time.Second, true
 }
 
-// structuredQuota reads the RateLimit field lines (and RateLimit-Policy for
+// StructuredQuota reads the RateLimit field lines (and RateLimit-Policy for
 // windows).
-func structuredQuota(lines, policies []string) (d time.Duration, ok bool) {
+func StructuredQuota(lines, policies []string) (d time.Duration, ok bool) {
 	take := func(sec float64) {
 		if v, valid := hintSeconds(sec); valid && (!ok || v > d) {
 			d, ok = v, true
@@ -113,7 +113,7 @@ func structuredQuota(lines, policies []string) (d time.Duration, ok bool) {
 // hintSeconds converts a non-negative number of seconds to a Duration,
 // rounding up; negative, NaN or over-long values are invalid.
 func hintSeconds(s float64) (time.Duration, bool) {
-	if !(s >= 0 && s <= float64(maxHintSeconds)) {
+	if !(s >= 0 && s <= float64(MaxSeconds)) {
 		return 0, false
 	}
 	return sat.SecondsCeil(s), true

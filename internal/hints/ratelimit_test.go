@@ -1,4 +1,4 @@
-package breakwater
+package hints
 
 import (
 	"net/http"
@@ -48,9 +48,9 @@ func TestParseQuotaReset(t *testing.T) {
 		{"longest of all forms", http.Header{"Ratelimit": {`"d";r=0;t=5`}, "X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"9"}}, 9 * time.Second, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d, ok := parseQuotaReset(tc.h, now)
+			d, ok := QuotaReset(tc.h, now)
 			if d != tc.want || ok != tc.ok {
-				t.Errorf("parseQuotaReset = %s, %v; want %s, %v", d, ok, tc.want, tc.ok)
+				t.Errorf("QuotaReset = %s, %v; want %s, %v", d, ok, tc.want, tc.ok)
 			}
 		})
 	}
@@ -68,9 +68,9 @@ func FuzzParseQuotaReset(f *testing.F) {
 				h[k] = []string{v}
 			}
 		}
-		d, ok := parseQuotaReset(h, time.Unix(1_700_000_000, 0))
+		d, ok := QuotaReset(h, time.Unix(1_700_000_000, 0))
 		if d < 0 || (!ok && d != 0) || d > 100*365*24*time.Hour {
-			t.Fatalf("parseQuotaReset(%q) = %s, %v", h, d, ok)
+			t.Fatalf("QuotaReset(%q) = %s, %v", h, d, ok)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package breakwater
+package hints
 
 import (
 	"net/http"
@@ -74,15 +74,15 @@ func TestParseRetryAfter(t *testing.T) {
 			if tt.date != "" {
 				h.Set("Date", tt.date)
 			}
-			got, ok := parseRetryAfter(h, epoch)
+			got, ok := RetryAfter(h, epoch)
 			if got != tt.want || ok != tt.wantOK {
-				t.Errorf("parseRetryAfter(%q, Date %q) = %v, %v; want %v, %v", tt.values, tt.date, got, ok, tt.want, tt.wantOK)
+				t.Errorf("RetryAfter(%q, Date %q) = %v, %v; want %v, %v", tt.values, tt.date, got, ok, tt.want, tt.wantOK)
 			}
 		})
 	}
 	t.Run("nil_header", func(t *testing.T) {
-		if d, ok := parseRetryAfter(nil, epoch); d != 0 || ok {
-			t.Errorf("parseRetryAfter(nil) = %v, %v; want 0, false", d, ok)
+		if d, ok := RetryAfter(nil, epoch); d != 0 || ok {
+			t.Errorf("RetryAfter(nil) = %v, %v; want 0, false", d, ok)
 		}
 	})
 }
@@ -90,12 +90,12 @@ func TestParseRetryAfter(t *testing.T) {
 func TestParseRetryAfterAllocs(t *testing.T) {
 	h := http.Header{"Retry-After": {" 30 "}}
 	allocs := testing.AllocsPerRun(100, func() {
-		if _, ok := parseRetryAfter(h, epoch); !ok {
+		if _, ok := RetryAfter(h, epoch); !ok {
 			t.Fatal("not ok")
 		}
 	})
 	if allocs != 0 {
-		t.Errorf("parseRetryAfter(delta-seconds) allocates %v times, want 0", allocs)
+		t.Errorf("RetryAfter(delta-seconds) allocates %v times, want 0", allocs)
 	}
 }
 
@@ -119,12 +119,12 @@ func FuzzParseRetryAfter(f *testing.F) {
 		if date != "" {
 			h["Date"] = []string{date}
 		}
-		d, ok := parseRetryAfter(h, epoch)
+		d, ok := RetryAfter(h, epoch)
 		if !ok && d != 0 {
-			t.Errorf("parseRetryAfter(%q, %q) = %v, false; want 0 when not ok", value, date, d)
+			t.Errorf("RetryAfter(%q, %q) = %v, false; want 0 when not ok", value, date, d)
 		}
 		if ok && (d < 0 || d > 100*365*24*time.Hour) {
-			t.Errorf("parseRetryAfter(%q, %q) = %v, true; want within [0, 100 years]", value, date, d)
+			t.Errorf("RetryAfter(%q, %q) = %v, true; want within [0, 100 years]", value, date, d)
 		}
 	})
 }
