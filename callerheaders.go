@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/breakwater-go/breakwater/internal/forwarded"
 )
 
 // maxCallerTimeout bounds the deadline a caller may give (a day): a longer
@@ -64,7 +66,7 @@ type callerHeaders struct {
 
 func (ch *callerHeaders) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		peer, err := netip.ParseAddr(splitHost(r.RemoteAddr))
+		peer, err := netip.ParseAddr(forwarded.SplitHost(r.RemoteAddr))
 		if err != nil || !trusted(ch.trusted, peer) {
 			next.ServeHTTP(w, r)
 			return

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/breakwater-go/breakwater/internal/forwarded"
 	"github.com/go-chi/chi/v5"
 )
 
@@ -59,7 +60,7 @@ func RemoteAddrKey(r *http.Request) string {
 
 func remoteKey(remote string) string {
 	// The usual RemoteAddr, IPv4 with a port, in one pass: an address
-	// followed by nothing, or by a colon and no other (what splitHost
+	// followed by nothing, or by a colon and no other (what forwarded.SplitHost
 	// strips).
 	if n := ipv4Len(remote); n == len(remote) {
 		return remote
@@ -72,7 +73,7 @@ func remoteKey(remote string) string {
 			return remote[:n]
 		}
 	}
-	host := splitHost(remote)
+	host := forwarded.SplitHost(remote)
 	if isIPv4(host) {
 		return host // the canonical form, the only one ParseAddr accepts
 	}
@@ -130,20 +131,6 @@ func ipv4Len(s string) int {
 		return -1
 	}
 	return i
-}
-
-// splitHost strips a port and IPv6 brackets without allocating.
-func splitHost(hostport string) string {
-	if strings.HasPrefix(hostport, "[") {
-		if i := strings.IndexByte(hostport, ']'); i > 0 {
-			return hostport[1:i]
-		}
-		return hostport
-	}
-	if i := strings.LastIndexByte(hostport, ':'); i >= 0 && strings.IndexByte(hostport, ':') == i {
-		return hostport[:i] // exactly one colon: IPv4 or a name, with a port
-	}
-	return hostport // no port, or a bare IPv6 address
 }
 
 // ipKey renders ip as a key: IPv4 as is, IPv6 as its /64 prefix.
@@ -254,7 +241,7 @@ func trusted(prefixes []netip.Prefix, ip netip.Addr) bool {
 }
 
 func (fk *forwardedKey) key(r *http.Request) string {
-	peer, err := netip.ParseAddr(splitHost(r.RemoteAddr))
+	peer, err := netip.ParseAddr(forwarded.SplitHost(r.RemoteAddr))
 	if err != nil || !fk.isTrusted(peer) {
 		return remoteKey(r.RemoteAddr)
 	}
@@ -269,7 +256,7 @@ func (fk *forwardedKey) key(r *http.Request) string {
 		bad        bool
 	)
 	visit := func(entry string) bool { // reports whether to go on left
-		ip, host, ok := parseForwardedAddr(entry)
+		ip, host, ok := forwarded.ParseAddr(entry)
 		if !ok {
 			bad = true
 			return false
@@ -278,11 +265,11 @@ func (fk *forwardedKey) key(r *http.Request) string {
 		return fk.isTrusted(ip)
 	}
 	if fk.rfc7239 {
-		if !walkForwarded(lines, visit) {
+		if !forwarded.WalkForwarded(lines, visit) {
 			bad = true
 		}
 	} else {
-		walkXFF(lines, visit)
+		forwarded.WalkXFF(lines, visit)
 	}
 	if bad || !found {
 		return remoteKey(r.RemoteAddr)
@@ -291,205 +278,6 @@ func (fk *forwardedKey) key(r *http.Request) string {
 		return clientHost // canonical, as ParseAddr accepted it
 	}
 	return ipKey(client)
-}
-
-// walkXFF calls visit on the comma-separated entries of lines, from the
-// last entry of the last line leftwards, until it returns false. Empty
-// entries (",,") are skipped.
-func walkXFF(lines []string, visit func(string) bool) {
-	for l := len(lines) - 1; l >= 0; l-- {
-		s := lines[l]
-		for s != "" {
-			var e string
-			if i := strings.LastIndexByte(s, ','); i >= 0 {
-				e, s = s[i+1:], s[:i]
-			} else {
-				e, s = s, ""
-			}
-			if e = strings.TrimSpace(e); e == "" {
-				continue
-			}
-			if !visit(e) {
-				return
-			}
-		}
-	}
-}
-
-// walkForwarded calls visit with the for= value of each element of RFC
-// 7239 Forwarded lines, from the last element of the last line leftwards,
-// until visit returns false; an element without for= is visited as "".
-// Empty elements are skipped. It reports false when it met an element that
-// does not parse, which ends the walk.
-//
-// Each line is parsed from its end: an element that a proxy appended to a
-// line the client started is read whole whatever the client wrote before
-// it, so an unterminated quoted string or a stray backslash cannot swallow
-// it (RFC 7239 §4 lets proxies append to an existing line).
-func walkForwarded(lines []string, visit func(string) bool) bool {
-	for l := len(lines) - 1; l >= 0; l-- {
-		s := lines[l]
-		for {
-			forVal, rest, empty, ok := lastForwardedElement(s)
-			if !ok {
-				return false
-			}
-			if !empty && !visit(forVal) {
-				return true
-			}
-			if rest == "" {
-				break
-			}
-			s = rest
-		}
-	}
-	return true
-}
-
-// lastForwardedElement parses the element at the end of s, a
-// comma-separated list of forwarded-elements (pairs separated by ";", each
-// a token, "=" and a token or a quoted string). It returns the element's
-// for= value ("" without one), the part of s before the element's comma
-// ("" when none), whether the element was empty, and ok == false when the
-// element does not parse (a stray quote, a bare token, an empty value, for=
-// given twice).
-func lastForwardedElement(s string) (forVal, rest string, empty, ok bool) {
-	i := trimOWSRight(s, len(s))
-	if i == 0 {
-		return "", "", true, true
-	}
-	if s[i-1] == ',' {
-		return "", s[:i-1], true, true
-	}
-	hasFor := false
-	for {
-		i = trimOWSRight(s, i)
-		for i > 0 && s[i-1] == ';' { // empty pairs are allowed
-			i = trimOWSRight(s, i-1)
-		}
-		var val string
-		if val, i, ok = forwardedValueBefore(s, i); !ok {
-			return "", "", false, false
-		}
-		i = trimOWSRight(s, i)
-		if i == 0 || s[i-1] != '=' {
-			return "", "", false, false
-		}
-		i = trimOWSRight(s, i-1)
-		j := i
-		for j > 0 && isTokenChar(s[j-1]) {
-			j--
-		}
-		if j == i {
-			return "", "", false, false
-		}
-		if strings.EqualFold(s[j:i], "for") {
-			if hasFor {
-				return "", "", false, false
-			}
-			forVal, hasFor = val, true
-		}
-		i = trimOWSRight(s, j)
-		switch {
-		case i == 0:
-			return forVal, "", false, true
-		case s[i-1] == ',':
-			return forVal, s[:i-1], false, true
-		case s[i-1] == ';':
-			i--
-		default:
-			return "", "", false, false
-		}
-	}
-}
-
-// forwardedValueBefore reads the token or quoted string that ends at s[i]
-// and returns it (unquoted) and where it starts.
-func forwardedValueBefore(s string, i int) (val string, start int, ok bool) {
-	if i == 0 {
-		return "", 0, false
-	}
-	if s[i-1] != '"' {
-		j := i
-		for j > 0 && isValueChar(s[j-1]) {
-			j--
-		}
-		return s[j:i], j, j < i
-	}
-	if backslashesBefore(s, i-1)%2 == 1 {
-		return "", 0, false // an escaped quote cannot close a string
-	}
-	for j := i - 2; j >= 0; j-- {
-		if s[j] == '"' && backslashesBefore(s, j)%2 == 0 {
-			v := s[j+1 : i-1]
-			if strings.IndexByte(v, '\\') >= 0 {
-				v = unescapeQuoted(v)
-			}
-			return v, j, true
-		}
-	}
-	return "", 0, false // unterminated
-}
-
-// backslashesBefore counts the backslashes right before s[i].
-func backslashesBefore(s string, i int) int {
-	n := 0
-	for i > 0 && s[i-1] == '\\' {
-		n++
-		i--
-	}
-	return n
-}
-
-// unescapeQuoted removes the quoting backslashes of a quoted string's
-// content.
-func unescapeQuoted(v string) string {
-	b := make([]byte, 0, len(v))
-	for k := 0; k < len(v); k++ {
-		if v[k] == '\\' && k+1 < len(v) {
-			k++
-		}
-		b = append(b, v[k])
-	}
-	return string(b)
-}
-
-// trimOWSRight returns i moved left past spaces and tabs.
-func trimOWSRight(s string, i int) int {
-	for i > 0 && (s[i-1] == ' ' || s[i-1] == '\t') {
-		i--
-	}
-	return i
-}
-
-// isTokenChar reports whether c may appear in an RFC 9110 token.
-func isTokenChar(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	}
-	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
-}
-
-// isValueChar reports whether c may appear in an unquoted Forwarded value:
-// a token character, or ':', '[' or ']', which some proxies leave unquoted
-// around an address and port.
-func isValueChar(c byte) bool {
-	return isTokenChar(c) || c == ':' || c == '[' || c == ']'
-}
-
-// parseForwardedAddr reads one list entry: an address, with or without a
-// port, IPv6 with or without brackets. It returns the address and the part
-// of e that spells it.
-func parseForwardedAddr(e string) (netip.Addr, string, bool) {
-	if ip, err := netip.ParseAddr(e); err == nil {
-		return ip, e, true
-	}
-	host := splitHost(e)
-	if ip, err := netip.ParseAddr(host); err == nil {
-		return ip, host, true
-	}
-	return netip.Addr{}, "", false
 }
 
 // HeaderKey returns a [KeyFunc] that keys a request by the first value of
@@ -570,7 +358,7 @@ func validHeaderName(s string) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		if !isTokenChar(s[i]) {
+		if !forwarded.IsTokenChar(s[i]) {
 			return false
 		}
 	}

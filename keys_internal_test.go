@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"testing"
+
+	"github.com/breakwater-go/breakwater/internal/forwarded"
 )
 
 // isIPv4 must give netip.ParseAddr's answer for IPv4, on every string.
@@ -68,7 +70,7 @@ func FuzzIsIPv4(f *testing.F) {
 
 // remoteKeyRef is remoteKey without its one-pass IPv4 path.
 func remoteKeyRef(remote string) string {
-	host := splitHost(remote)
+	host := forwarded.SplitHost(remote)
 	ip, err := netip.ParseAddr(host)
 	switch {
 	case err != nil:
