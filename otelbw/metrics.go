@@ -226,11 +226,8 @@ func (ob *Observer) observeKeys(_ context.Context, o metric.Observer) error {
 // keys that share a value add up (their rates, their probes).
 func (ob *Observer) observeSnapshots(o metric.Observer) {
 	srcs := ob.sources.Load()
-	if srcs == nil {
-		return
-	}
 	rates, probes := map[*keySeries]float64{}, map[*keySeries]int64{}
-	for _, src := range *srcs {
+	for _, src := range srcs {
 		snap := src.Snapshot()
 		for _, p := range snap.Pauses {
 			if p.Paced {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/breakwater-go/breakwater"
 	"github.com/breakwater-go/breakwater/internal/labels"
@@ -103,7 +102,7 @@ type Observer struct {
 	routes *labels.Table[*routeSeries]
 
 	keyValueFn func(string) string
-	sources    atomic.Pointer[[]Snapshotter] // of Watch
+	sources    labels.Sources[Snapshotter] // of Watch
 }
 
 var _ breakwater.Observer = (*Observer)(nil)
@@ -128,21 +127,7 @@ func (ob *Observer) Watch(srcs ...Snapshotter) {
 	if ob == nil {
 		return
 	}
-	for {
-		old := ob.sources.Load()
-		var next []Snapshotter
-		if old != nil {
-			next = append(next, *old...)
-		}
-		for _, s := range srcs {
-			if s != nil {
-				next = append(next, s)
-			}
-		}
-		if ob.sources.CompareAndSwap(old, &next) {
-			return
-		}
-	}
+	ob.sources.Add(srcs...)
 }
 
 // New returns an Observer configured by opts. It creates its instruments on

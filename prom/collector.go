@@ -166,7 +166,7 @@ type Collector struct {
 	routes *labels.Table[*routeSeries]
 
 	keyLabelFn func(string) string
-	sources    atomic.Pointer[[]Snapshotter] // of Watch
+	sources    labels.Sources[Snapshotter] // of Watch
 }
 
 type descs struct {
@@ -614,32 +614,15 @@ func (c *Collector) Watch(srcs ...Snapshotter) {
 	if c == nil {
 		return
 	}
-	for {
-		old := c.sources.Load()
-		var next []Snapshotter
-		if old != nil {
-			next = append(next, *old...)
-		}
-		for _, s := range srcs {
-			if s != nil {
-				next = append(next, s)
-			}
-		}
-		if c.sources.CompareAndSwap(old, &next) {
-			return
-		}
-	}
+	c.sources.Add(srcs...)
 }
 
 // collectSnapshots reports the gauges read from the sources of Watch:
 // keys that share a label add up (their rates, their probes).
 func (c *Collector) collectSnapshots(ch chan<- prometheus.Metric) {
 	srcs := c.sources.Load()
-	if srcs == nil {
-		return
-	}
 	rates, probes := map[string]float64{}, map[string]float64{}
-	for _, src := range *srcs {
+	for _, src := range srcs {
 		snap := src.Snapshot()
 		for _, p := range snap.Pauses {
 			if p.Paced {
