@@ -82,8 +82,9 @@ const rateTableMax = 2048
 // the bucket of "", shared by every such request.
 //
 // Retries go last: a request that a breakwater caller says is a retry
-// ([CallerHeaders], [CallerAttempt] of 2 or more) is admitted only while
-// the client's bucket keeps half its burst (rounded down) after it, so
+// ([CallerHeaders] mounted before it, with no other library's writer
+// wrapper between them; [CallerAttempt] of 2 or more) is admitted only
+// while the client's bucket keeps half its burst (rounded down) after it, so
 // that a client over its limit has its retries refused before its first
 // attempts. A bucket in a shared store ([WithSharedLimiter]) serves
 // retries like first attempts.
@@ -247,12 +248,14 @@ func (crl *clientRateLimit) setHeaders(h http.Header, r, t int64, reset time.Dur
 }
 
 // admit takes a token of key's bucket and writes the RateLimit fields to
-// h. It returns zero when the request is admitted, else how long until
+// w's header; a retry, as CallerHeaders marked the shared writer w, leaves
+// half the burst. It returns zero when the request is admitted, else how long until
 // the next token (never zero). A local bucket is read straight from its
 // GCRA: no snapshot, no division for r when at most one token is missing,
 // and none for t when a token takes at most a second (t is then 1 unless
 // the bucket is full).
-func (crl *clientRateLimit) admit(r *http.Request, h http.Header, key string) time.Duration {
+func (crl *clientRateLimit) admit(r *http.Request, w http.ResponseWriter, key string) time.Duration {
+	h := w.Header()
 	l := crl.rl.get(key)
 	if l.shared != nil {
 		st := l.take(r.Context())
@@ -267,7 +270,7 @@ func (crl *clientRateLimit) admit(r *http.Request, h http.Header, key string) ti
 	// read here, they cost no cache line of the limiter's.
 	p := &crl.p
 	var reserve int64 // a retry leaves half the burst to first attempts
-	if c := callerOf(r.Context()); c != nil && c.attempt >= 2 {
+	if rw, ok := w.(*responseWriter); ok && rw.caller != nil && rw.caller.attempt >= 2 {
 		reserve = -(p.Burst / 2) * p.Interval
 	}
 	ok, _, tat, now := l.cell.Take(*p, func() int64 { return int64(time.Since(crl.start)) }, reserve)
@@ -334,7 +337,7 @@ func (crl *clientRateLimit) wrap(next http.Handler) http.Handler {
 			return
 		}
 		key := storeKey(crl.key(r))
-		if retry := crl.admit(r, w.Header(), key); retry > 0 {
+		if retry := crl.admit(r, w, key); retry > 0 {
 			crl.refuse(w, r, &served{}, key, retry)
 			return
 		}
@@ -346,7 +349,7 @@ func (crl *clientRateLimit) wrap(next http.Handler) http.Handler {
 func (crl *clientRateLimit) serveObserved(next http.Handler, w http.ResponseWriter, r *http.Request) {
 	s := crl.in.begin(w, false)
 	key := storeKey(crl.key(r))
-	if retry := crl.admit(r, w.Header(), key); retry > 0 {
+	if retry := crl.admit(r, w, key); retry > 0 {
 		crl.refuse(w, r, &s, key, retry)
 		return
 	}
