@@ -676,49 +676,6 @@ func (b *Breaker) RecordSuccess() {
 	b.succeed(gen, true)
 }
 
-// BreakerSnapshot is a point-in-time view of one breaker.
-type BreakerSnapshot struct {
-	Key   string `json:"key"`
-	State State  `json:"-"`
-	// StateName is State's String form, for JSON.
-	StateName string `json:"state"`
-	// Since is when the breaker entered its state (when it was made, for
-	// a breaker that never changed state) and Reason why (empty then).
-	Since  time.Time `json:"since"`
-	Reason Reason    `json:"reason,omitempty"`
-	// Failures is the policy's current failure count (closed state), and
-	// Threshold the count at which it opens: tolerate+1 for a window (a
-	// volume-aware one also needs its share of calls to have failed), the
-	// threshold of a consecutive policy (a category threshold may open
-	// either sooner), the failures that the ratio needs at the current
-	// volume for a failure rate.
-	Failures  int `json:"failures"`
-	Threshold int `json:"threshold"`
-	// Opens counts consecutive openings without a close.
-	Opens int `json:"opens"`
-	// OpenedOn is, while open or half-open, the failure count that opened
-	// it (kept through reopenings on a failed probe); 0 after a Trip.
-	OpenedOn int `json:"opened_on,omitempty"`
-	// OpenUntil and Remaining are set while open.
-	OpenUntil        time.Time     `json:"open_until,omitzero"`
-	Remaining        time.Duration `json:"-"`
-	RemainingSeconds float64       `json:"remaining_seconds,omitempty"`
-	// LastFailure is the category of the most recent failure, if any.
-	LastFailure   string    `json:"last_failure,omitempty"`
-	LastFailureAt time.Time `json:"last_failure_at,omitzero"`
-	// ProbesInFlight and ProbeSuccesses describe the half-open state, and
-	// ProbesAllowed is how many probes its ramp lets through at once now:
-	// the configured probes ([WithHalfOpen]), doubled per success, at most
-	// 1024; 0 unless half-open.
-	ProbesInFlight int `json:"probes_in_flight"`
-	ProbeSuccesses int `json:"probe_successes"`
-	ProbesAllowed  int `json:"probes_allowed,omitempty"`
-	// ShadowRejections counts admissions a shadow-mode breaker would have
-	// rejected.
-	ShadowRejections int64  `json:"shadow_rejections,omitempty"`
-	Generation       uint64 `json:"generation"`
-}
-
 // Snapshot returns the breaker's current state.
 func (b *Breaker) Snapshot() BreakerSnapshot {
 	if b == nil {

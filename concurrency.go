@@ -463,16 +463,6 @@ func (b *bulkhead) weigh(time.Time) keyed.Keep {
 	return keyed.None
 }
 
-// BulkheadSnapshot is a point-in-time view of one bulkhead.
-type BulkheadSnapshot struct {
-	Key      string `json:"key"`
-	Limit    int    `json:"limit"`
-	InFlight int    `json:"in_flight"`
-	Queued   int    `json:"queued"`
-	// Saturated reports that every slot is taken.
-	Saturated bool `json:"saturated"`
-}
-
 // snapshot returns the bulkhead's current state.
 func (b *bulkhead) snapshot() BulkheadSnapshot {
 	s := BulkheadSnapshot{Key: b.key, Limit: int(b.limit.Load()), InFlight: int(b.state.Load() & inFlightMask), Queued: b.queued()}

@@ -32,28 +32,6 @@ const (
 
 var tierHealth = [...]Health{HealthHealthy, HealthDegraded, HealthEjected}
 
-// EndpointSnapshot is a point-in-time view of one endpoint of a
-// [Failover].
-type EndpointSnapshot struct {
-	// Endpoint is the base URL as configured; Key is what its state
-	// (breaker, budgets, limits) is kept under.
-	Endpoint string `json:"endpoint"`
-	Key      string `json:"key"`
-	Health   Health `json:"health"`
-	InFlight int    `json:"in_flight"`
-	// ConsecutiveFailures counts the failing attempts since its last
-	// success; Attempts and Failures are the last 10 s.
-	ConsecutiveFailures int   `json:"consecutive_failures"`
-	Attempts            int64 `json:"attempts"`
-	Failures            int64 `json:"failures"`
-	// Ejections counts the endpoint's ejections in a row (what its next
-	// ejection's length doubles with); EjectedUntil and RemainingSeconds
-	// are set while it is ejected by outlier detection.
-	Ejections        int       `json:"ejections"`
-	EjectedUntil     time.Time `json:"ejected_until,omitzero"`
-	RemainingSeconds float64   `json:"remaining_seconds,omitempty"`
-}
-
 // endpoint is one endpoint of an endpointSet and its health.
 type endpoint struct {
 	i    int

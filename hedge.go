@@ -225,21 +225,6 @@ func WithHedging(h Hedging) Option {
 	})
 }
 
-// HedgeSnapshot is a point-in-time view of one key's hedging.
-type HedgeSnapshot struct {
-	Key string `json:"key"`
-	// Delay is how long an attempt runs before a hedge follows it now;
-	// zero while an adaptive delay has not seen enough attempts.
-	Delay        time.Duration `json:"-"`
-	DelaySeconds float64       `json:"delay_seconds"`
-	// Samples is the number of attempt latencies the adaptive delay is
-	// drawn from; Calls and Hedges count the key's hedgeable calls and the
-	// hedges sent over the last 10 s.
-	Samples int   `json:"samples"`
-	Calls   int64 `json:"calls"`
-	Hedges  int64 `json:"hedges"`
-}
-
 // hedgeSnapshots returns the hedging state of every key.
 func (t *Transport) hedgeSnapshots() []HedgeSnapshot {
 	now := t.now()

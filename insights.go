@@ -13,23 +13,6 @@ import (
 	"github.com/breakwater-go/breakwater/internal/keyed"
 )
 
-// Insight is one plain-words finding about live traffic: something the
-// counters show that an operator should know, such as a breaker that never
-// opened while many calls failed. See [WithInsights] for the checks.
-type Insight struct {
-	// Key is the upstream the finding is about.
-	Key string `json:"key"`
-	// Check names the finding; its values are stable: breaker_never_opened,
-	// breaker_flapping, retry_budget_exhausted, pause_held,
-	// attempt_timeouts and retries_absorb_failures.
-	Check string `json:"check"`
-	// Message says what was seen, with numbers, and what it means.
-	Message string `json:"message"`
-	// Value is the measured number the message is about: a fraction for
-	// ratios, a count otherwise.
-	Value float64 `json:"value"`
-}
-
 // Thresholds of the insights, over the last minute unless said otherwise.
 const (
 	insightMinCalls      = 20  // volume below which ratios say nothing

@@ -539,25 +539,6 @@ func (g *PauseGates) wait(ctx context.Context, key string, dl time.Time, held bo
 	return false, nil
 }
 
-// PauseSnapshot is a point-in-time view of one key's pause gate.
-type PauseSnapshot struct {
-	Key    string `json:"key"`
-	Paused bool   `json:"paused"`
-	// Until and Remaining are set while paused.
-	Until            time.Time     `json:"until,omitzero"`
-	Remaining        time.Duration `json:"-"`
-	RemainingSeconds float64       `json:"remaining_seconds,omitempty"`
-	// Paced is set while the key's requests go no faster than the rate
-	// its 429s taught (see [PauseGates]): PaceRate, in requests per
-	// second. PacePhase is "slow_start" while the rate doubles per round
-	// of successes, and "ceiling" once a 429 set a ceiling (PaceCeiling,
-	// requests per second) that the rate stays near.
-	Paced       bool    `json:"paced,omitempty"`
-	PaceRate    float64 `json:"pace_rate,omitempty"`
-	PacePhase   string  `json:"pace_phase,omitempty"`
-	PaceCeiling float64 `json:"pace_ceiling,omitempty"`
-}
-
 // The phases of a learned rate, as [PauseSnapshot.PacePhase] names them.
 const (
 	PaceSlowStart = "slow_start"

@@ -126,32 +126,6 @@ func (l *rateLimiter) wait(ctx context.Context, dl time.Time) error {
 	}
 }
 
-// RateLimitSnapshot is one token bucket's quota at one instant: the state
-// a registry's Snapshot reports, and what [RateLimiters.Take] returns
-// after taking, with the numbers the RateLimit, RateLimit-Policy and
-// Retry-After header fields need.
-type RateLimitSnapshot struct {
-	Key string `json:"key"`
-	// Limit is the tokens gained per second and Burst the bucket's size:
-	// the policy is Burst requests per Burst/Limit seconds.
-	Limit rate.Limit `json:"limit_per_second"`
-	Burst int        `json:"burst"`
-	// Remaining is the number of whole tokens left (after the request, for
-	// Take), never negative; Tokens is the bucket's content, negative while
-	// waiting requests hold reservations (set in a registry's Snapshot).
-	Remaining int     `json:"remaining"`
-	Tokens    float64 `json:"tokens"`
-	// Limited reports, for Take, that the request was refused; otherwise
-	// that no token is available now.
-	Limited bool `json:"limited"`
-	// RetryAfter is how long until the next token: zero when Remaining is
-	// positive, never zero when it is not.
-	RetryAfter        time.Duration `json:"-"`
-	RetryAfterSeconds float64       `json:"retry_after_seconds,omitempty"`
-	// Reset is how long until the bucket is full again.
-	Reset time.Duration `json:"-"`
-}
-
 // take takes a token if one is available now and reports the quota left;
 // a shared limiter's round trip runs on ctx.
 func (l *rateLimiter) take(ctx context.Context) RateLimitSnapshot {

@@ -541,3 +541,15 @@ func (m *meltSlot) take() (Permit, Outcome, bool) {
 	m.pending, m.outcome, m.has = Permit{}, Outcome{}, false
 	return p, o, ok
 }
+
+// snapshot returns the budget's state at now, as withdraw judges it.
+func (b *retryBudget) snapshot(key string, now int64) RetryBudgetSnapshot {
+	reserve := b.reserve
+	if b.failing.Load() >= failingStreak {
+		reserve = 0
+	}
+	calls, retries := b.w.Sum(now)
+	s := RetryBudgetSnapshot{Key: key, Calls: calls, Retries: retries, Allowed: b.ratio*float64(calls) + reserve}
+	s.Spent = retries > 0 && float64(retries+1) > s.Allowed
+	return s
+}
