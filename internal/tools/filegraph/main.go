@@ -105,7 +105,7 @@ func graph(dir string) (map[string]map[string]bool, error) {
 	uses := map[string]map[string]bool{}
 	for name, f := range parsed {
 		uses[name] = map[string]bool{}
-		member := map[*ast.Ident]bool{} // x.Name and {Name: …}: a field or method, not a package-level name
+		member := map[*ast.Ident]bool{} // x.Name, {Name: …}, fields and declared names: not a use of a package-level name
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch n := n.(type) {
 			case *ast.SelectorExpr:
@@ -118,6 +118,8 @@ func graph(dir string) (map[string]map[string]bool, error) {
 				for _, id := range n.Names {
 					member[id] = true
 				}
+			case *ast.FuncDecl:
+				member[n.Name] = true // a method's name, or the function's own
 			case *ast.Ident:
 				if other, ok := declared[n.Name]; ok && other != name && n.Obj == nil && !member[n] {
 					uses[name][other] = true
