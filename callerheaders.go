@@ -35,6 +35,9 @@ const maxCallerTimeout = 24 * time.Hour
 //     [CallerAttempt], and limits the retries of the handler's outbound
 //     calls through a propagating [Transport] (see [WithPropagation]), whose
 //     failure marks a 5xx answer with Breakwater-Pushback: none.
+//   - Breakwater-Criticality (critical, sheddable) becomes the request's
+//     [Criticality] ([ContextWithCriticality]): the queues it meets serve
+//     it accordingly, and the handler's propagating calls pass it on.
 //
 // Put it first, outside the other middleware. It is safe for concurrent
 // use; a request from an untrusted peer costs an address parse.
