@@ -20,7 +20,8 @@ const defaultRateLimitPolicy = "default"
 
 // WithRateLimitPolicyName sets the policy name in the RateLimit-Policy and
 // RateLimit fields of a [ClientRateLimit]; several limits on one route
-// need different names. It must be 1 to 64 printable ASCII characters other
+// need different names: each adds its policy to the fields (the
+// X-RateLimit-* fields, which hold one limit, are the innermost's). It must be 1 to 64 printable ASCII characters other
 // than '"' and '\'. It configures [ClientRateLimit]. Default: "default".
 func WithRateLimitPolicyName(name string) Option {
 	return option(func(s *settings) {
@@ -234,17 +235,28 @@ func digestKey(k string) string {
 // response: net/http only reads header values, Set and Del replace them,
 // and Add appends to a slice of capacity 1, which copies it.
 func (crl *clientRateLimit) setHeaders(h http.Header, r, t int64, reset time.Duration) {
-	h["Ratelimit-Policy"] = crl.policyHdr
+	h["Ratelimit-Policy"] = appendField(h["Ratelimit-Policy"], crl.policyHdr)
 	if i := r*(crl.window+1) + t; i < int64(len(crl.table)) {
-		h["Ratelimit"] = crl.table[i : i+1 : i+1]
+		h["Ratelimit"] = appendField(h["Ratelimit"], crl.table[i:i+1:i+1])
 	} else {
-		h["Ratelimit"] = []string{crl.rateValue(r, t)}
+		h["Ratelimit"] = appendField(h["Ratelimit"], []string{crl.rateValue(r, t)})
 	}
 	if crl.xHeaders {
 		h["X-Ratelimit-Limit"] = crl.limitHdr
 		h["X-Ratelimit-Remaining"] = []string{itoa(r)}
 		h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(time.Now().Add(reset).Add(time.Second-1).Unix(), 10)}
 	}
+}
+
+// appendField returns the field lines old followed by add: add itself,
+// never copied, when there are none (a single limit on the route), and a
+// new slice when another ClientRateLimit wrote its policy first, so that
+// the client sees every limit it is under.
+func appendField(old, add []string) []string {
+	if len(old) == 0 {
+		return add
+	}
+	return append(old[:len(old):len(old)], add...)
 }
 
 // admit takes a token of key's bucket and writes the RateLimit fields to

@@ -441,3 +441,22 @@ func TestClientRateLimitKeyLength(t *testing.T) {
 		}
 	}
 }
+
+// Two limits on one route each add their policy to the RateLimit fields:
+// the client sees both, the innermost's refusal included.
+func TestClientRateLimitsOnOneRouteShowEveryPolicy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		burst, _ := newClientRateLimit(t, 100, 2, bw.RemoteAddrKey, bw.WithRateLimitPolicyName("burst"))
+		sustained, _ := newClientRateLimit(t, 1, 10, bw.RemoteAddrKey, bw.WithRateLimitPolicyName("sustained"))
+		h := sustained(burst(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+		policies, fields := rec.Header().Values("RateLimit-Policy"), rec.Header().Values("RateLimit")
+		if len(policies) != 2 || !strings.HasPrefix(policies[0], `"sustained"`) || !strings.HasPrefix(policies[1], `"burst"`) {
+			t.Errorf("RateLimit-Policy %q, want the sustained then the burst policy", policies)
+		}
+		if len(fields) != 2 || !strings.HasPrefix(fields[0], `"sustained"`) || !strings.HasPrefix(fields[1], `"burst"`) {
+			t.Errorf("RateLimit %q, want the sustained then the burst limit", fields)
+		}
+	})
+}
