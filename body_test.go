@@ -3,7 +3,10 @@ package breakwater_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -179,4 +182,101 @@ func TestAttemptContextEndsWithTheBody(t *testing.T) {
 			t.Fatal("the attempt's context outlives its closed body")
 		}
 	})
+}
+
+// WithBodyBuffering(n) makes a body of up to n bytes replayable, byte for
+// byte, and leaves a longer one unreplayable (sent once, not retried).
+func TestBodyBufferingLimit(t *testing.T) {
+	const limit = 4
+	for _, body := range []string{"abc", "abcd", "abcde"} {
+		t.Run(body, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 503}, breakwatertest.Step{})
+				tr := newTransport(t, u.Transport(), bw.WithBodyBuffering(limit))
+				// onlyReader hides the reader's type: no GetBody, so only
+				// buffering can make the body replayable.
+				req, _ := http.NewRequest(http.MethodPut, breakwatertest.PipeURL+"/", onlyReader{strings.NewReader(body)})
+				r := do(tr, req)
+				want, attempts := 200, 2
+				if len(body) > limit {
+					want, attempts = 503, 1
+				}
+				if r.err != nil || r.status != want || u.Count() != attempts {
+					t.Fatalf("%d bytes: %+v after %d requests, want %d after %d", len(body), r, u.Count(), want, attempts)
+				}
+				for _, got := range u.Requests() {
+					if string(got.Body) != body {
+						t.Fatalf("the upstream got %q, want %q", got.Body, body)
+					}
+				}
+			})
+		})
+	}
+}
+
+// Without WithBodyBuffering nothing is buffered: a body without GetBody,
+// even an empty one, is sent once and not retried.
+func TestNoBodyBufferingByDefault(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 503}, breakwatertest.Step{})
+		tr := newTransport(t, u.Transport())
+		req, _ := http.NewRequest(http.MethodPut, breakwatertest.PipeURL+"/", onlyReader{strings.NewReader("")})
+		if r := do(tr, req); r.err != nil || r.status != 503 || u.Count() != 1 {
+			t.Fatalf("%+v after %d requests, want the 503 after 1", r, u.Count())
+		}
+	})
+}
+
+// countingCloser counts Close calls on the bodies it wraps.
+type countingCloser struct {
+	io.ReadCloser
+	mu     *sync.Mutex
+	closed *int
+}
+
+func (c countingCloser) Close() error {
+	c.mu.Lock()
+	*c.closed++
+	c.mu.Unlock()
+	return c.ReadCloser.Close()
+}
+
+// A retried response whose body stalls is given up on after the drain time
+// and closed, with or without an attempt timeout, and the retry goes on.
+func TestDiscardedSlowBodyIsClosed(t *testing.T) {
+	for _, attemptTimeout := range []time.Duration{0, time.Minute} {
+		t.Run(attemptTimeout.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				u := breakwatertest.NewPipeUpstream(t,
+					breakwatertest.Step{Status: 503, BodySize: 100 << 10, SlowBody: time.Hour, ChunkSize: 1},
+					breakwatertest.Step{})
+				var mu sync.Mutex
+				var closed, responses int
+				base := bw.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+					resp, err := u.Transport().RoundTrip(req)
+					if err == nil {
+						mu.Lock()
+						responses++
+						mu.Unlock()
+						resp.Body = countingCloser{resp.Body, &mu, &closed}
+					}
+					return resp, err
+				})
+				tr := newTransport(t, base, bw.WithAttemptTimeout(attemptTimeout), bw.WithCallTimeout(0),
+					bw.WithBackoff(bw.Constant(time.Second)))
+				start := time.Now()
+				if r := get(tr); r.err != nil || r.status != 200 {
+					t.Fatalf("%+v", r)
+				}
+				if took := time.Since(start); took > 2*time.Second {
+					t.Fatalf("took %s: the stalled body held the retry", took)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if responses != 2 || closed != 2 {
+					t.Fatalf("%d responses, %d closed; want both closed", responses, closed)
+				}
+			})
+		})
+	}
 }

@@ -14,9 +14,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	bw "github.com/breakwater-go/breakwater"
 	"github.com/breakwater-go/breakwater/breakwatertest"
-	"golang.org/x/time/rate"
 )
 
 func TestRetryAfterIsHonoured(t *testing.T) {
@@ -365,6 +366,67 @@ func TestRetryOfAThrottledCallJoinsTheHeldLine(t *testing.T) {
 		}
 		if !failedRetry.Before(lastHeld) {
 			t.Errorf("a failed call's retry waited %s after the last held call", failedRetry.Sub(lastHeld))
+		}
+	})
+}
+
+// An Error matches ErrRetryBudget exactly when the budget ended the call,
+// matches what it wraps, and nothing else; one made by hand matches the
+// sentinel of its mechanism.
+func TestGivingUpErrorMatches(t *testing.T) {
+	budget := &bw.Error{Key: "k", Mechanism: bw.MechRetryBudget, Attempts: 2, Err: io.ErrUnexpectedEOF}
+	plain := &bw.Error{Key: "k", Attempts: 3, Err: io.ErrUnexpectedEOF}
+	open := &bw.Error{Key: "k", Mechanism: bw.MechBreaker}
+	for _, c := range []struct {
+		err    error
+		target error
+		want   bool
+	}{
+		{budget, bw.ErrRetryBudget, true},
+		{budget, io.ErrUnexpectedEOF, true},
+		{budget, bw.ErrCircuitOpen, false},
+		{budget, bw.ErrCallTimeout, false},
+		{plain, bw.ErrRetryBudget, false},
+		{plain, io.ErrUnexpectedEOF, true},
+		{plain, bw.ErrCircuitOpen, false},
+		{open, bw.ErrCircuitOpen, true},
+		{open, bw.ErrHalfOpenBusy, false},
+		{open, nil, false},
+	} {
+		if got := errors.Is(c.err, c.target); got != c.want {
+			t.Errorf("errors.Is(%v, %v) = %v, want %v", c.err, c.target, got, c.want)
+		}
+	}
+}
+
+// A retry after a server's hint waits the hint plus up to 10 % of it, with
+// jitter, so that the clients the server paused do not return together.
+func TestRetryAfterHintIsJittered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u := breakwatertest.NewPipeUpstreamFunc(t, func(n int, _ *http.Request) breakwatertest.Step {
+			if n%2 == 1 {
+				return breakwatertest.Step{Status: 503, Header: http.Header{"Retry-After": {"10"}}}
+			}
+			return breakwatertest.Step{}
+		})
+		tr := newTransport(t, u.Transport(), bw.WithBackoff(bw.Constant(0)), bw.WithCallTimeout(time.Minute),
+			bw.WithoutPauseGate(), bw.WithoutRetryBudget())
+		const hint = 10 * time.Second
+		lo, hi := time.Duration(1<<62), time.Duration(0)
+		for range 20 {
+			before := u.Count()
+			if r := get(tr); r.status != 200 {
+				t.Fatalf("%+v", r)
+			}
+			reqs := u.Requests()[before:]
+			gap := reqs[1].At.Sub(reqs[0].At)
+			if gap < hint || gap > hint+hint/10 {
+				t.Fatalf("retried %s after a Retry-After of 10s, want 10s to 11s", gap)
+			}
+			lo, hi = min(lo, gap), max(hi, gap)
+		}
+		if hi-lo < hint/100 { // 20 draws within 0.1 s of each other: a chance of about 20·0.1^19
+			t.Fatalf("20 retries waited %s to %s: no jitter", lo, hi)
 		}
 	})
 }
