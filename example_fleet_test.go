@@ -124,3 +124,34 @@ func ExampleWithQueueTarget() {
 	// default: true true
 	// waited: true true
 }
+
+// A request's criticality orders the queue it waits in: with one slot
+// taken, a critical request that arrives last is served first.
+func ExampleContextWithCriticality() {
+	slots, err := bw.NewBulkheads(1, bw.WithMaxWait(10*time.Second))
+	if err != nil {
+		panic(err)
+	}
+	held, _ := slots.Acquire(context.Background(), "")
+	order := make(chan string, 2)
+	queue := func(name string, ctx context.Context) {
+		s, err := slots.Acquire(ctx, "")
+		if err == nil {
+			order <- name
+			s.Release()
+		}
+	}
+	queued := func(n int) { // wait until n requests wait for the slot
+		for slots.Snapshot().Bulkheads[0].Queued < n {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	go queue("default", context.Background())
+	queued(1) // the default request queues first
+	go queue("critical", bw.ContextWithCriticality(context.Background(), bw.Critical))
+	queued(2)
+	held.Release()
+	fmt.Println(<-order, <-order)
+	// Output:
+	// critical default
+}
