@@ -7,18 +7,19 @@ import (
 	"time"
 )
 
-// deadlineCtx is the context of one attempt (or of a timeout stage's call):
-// its parent bounded by a deadline with a cause, as
-// context.WithDeadlineCause(parent, deadline, cause) is, or only
-// cancellable, as context.WithCancel(parent) is, but made lazily.
-// Until something asks for its Done channel or one of its values, it is a
-// parent and a deadline, with no timer, no channel and no allocation of its
-// own: Deadline needs neither, and Err compares the deadline with the
-// clock. The first such question (net/http asks at once, an in-memory base
-// transport may never ask) makes the real context with
-// context.WithDeadlineCause, and every method answers from it from then
-// on, so the context package's parent-child links, causes and AfterFunc
-// work unchanged. Its methods are safe for concurrent use.
+// deadlineCtx is the context of one attempt (or of a timeout stage's call,
+// or of a request under HandlerTimeout): its parent bounded by a deadline
+// with a cause, as context.WithDeadlineCause(parent, deadline, cause) is,
+// or only cancellable, as context.WithCancel(parent) is, but made lazily.
+// Until something asks for its Done channel or a value its parent does
+// not hold, it is a parent and a deadline, with no timer, no channel and
+// no allocation of its own: Deadline needs neither, and Err compares the
+// deadline with the clock. The first such question (net/http's client
+// asks at once; an in-memory base transport or a handler that never waits
+// may never ask) makes the real context with context.WithDeadlineCause,
+// and every method answers from it from then on, so the context package's
+// parent-child links, causes and AfterFunc work unchanged. Its methods
+// are safe for concurrent use.
 //
 // With share set, the real context is the shared one of its deadline and
 // cause (see deadlineShare), and c keeps its own Err: cancel ends c at
@@ -33,13 +34,13 @@ type deadlineCtx struct {
 	dl     int64      // the deadline, nanoseconds after origin; 0: none of its own
 	// The real context, once made: ctx and stop are written under mu
 	// before ctxMade is set in state, and read without it once it is seen.
-	mu      sync.Mutex
-	ctx     context.Context
-	stop    context.CancelFunc
-	state   atomic.Uint32   // ctxMade | ctxCanceled
-	attempt bool            // the cause is ErrAttemptTimeout, else ErrCallTimeout
-	share   *deadlineShare  // the real context is shared; dl is a shared deadline
-	shared  *sharedDeadline // the one in use, once made
+	mu     sync.Mutex
+	ctx    context.Context
+	stop   context.CancelFunc
+	state  atomic.Uint32   // ctxMade | ctxCanceled
+	why    error           // what ends c at its deadline
+	share  *deadlineShare  // the real context is shared; dl is a shared deadline
+	shared *sharedDeadline // the one in use, once made
 }
 
 // Bits of deadlineCtx.state.
@@ -63,11 +64,14 @@ var stageEpoch = time.Now()
 // init makes c a context of parent that ends at dl with
 // ErrAttemptTimeout as its cause when attempt, else ErrCallTimeout.
 func (c *deadlineCtx) init(parent context.Context, origin *time.Time, dl int64, attempt bool) {
-	c.parent, c.origin, c.dl, c.attempt = parent, origin, dl, attempt
+	c.parent, c.origin, c.dl, c.why = parent, origin, dl, deadlineCause(attempt)
 }
 
 // cause is what ends c at its deadline.
-func (c *deadlineCtx) cause() error { return deadlineCause(c.attempt) }
+func (c *deadlineCtx) cause() error { return c.why }
+
+// attempt reports whether c is an attempt's context.
+func (c *deadlineCtx) attempt() bool { return c.why == ErrAttemptTimeout }
 
 // deadlineCause is what ends a context at an attempt timeout's deadline
 // when attempt, else at a call timeout's.
@@ -99,16 +103,26 @@ func (c *deadlineCtx) Done() <-chan struct{} {
 	return c.make().Done()
 }
 
-// Value returns the parent's value for key; with a shared deadline, a key
-// the parent does not know is asked of the shared context (the context
-// package finds the cancellation it links children to that way) until
-// cancel ends c before its deadline.
+// Value returns the parent's value for key, and a key the parent does not
+// know is asked of the real context: the context package finds the
+// cancellation it links children to that way. Without a shared deadline,
+// once something ended c, made its real context or its deadline passed,
+// every key is asked of the real one, so that context.Cause finds c's own
+// cause even if it asks for the value before Err, as some Go releases'
+// does; before that, the parent's cancellation (what the parent answers
+// for the context package's key) holds c's cause, since nothing else
+// could have ended c. With a shared deadline, a key the parent does not
+// know is asked of the shared context until cancel ends c before its
+// deadline.
 func (c *deadlineCtx) Value(key any) any {
-	if c.share == nil {
+	if c.share == nil && (c.state.Load() != 0 || c.dl != 0 && int64(time.Since(*c.origin)) >= c.dl) {
 		return c.make().Value(key)
 	}
 	if v := c.parent.Value(key); v != nil {
 		return v
+	}
+	if c.share == nil {
+		return c.make().Value(key)
 	}
 	if c.state.Load()&(ctxCanceled|ctxExpired) == ctxCanceled {
 		return nil
@@ -162,7 +176,7 @@ func (c *deadlineCtx) make() context.Context {
 	defer c.mu.Unlock()
 	if c.state.Load()&ctxMade == 0 {
 		if c.share != nil {
-			c.shared = c.share.use(c.origin, c.dl, c.attempt)
+			c.shared = c.share.use(c.origin, c.dl, c.attempt())
 			c.ctx = c.shared.ctx
 			if c.state.Or(ctxMade)&ctxCanceled != 0 {
 				c.share.done(c.shared) // cancelled before it was made

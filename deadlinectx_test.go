@@ -178,3 +178,37 @@ func TestDeadlineCtxErrWithoutDone(t *testing.T) {
 		}
 	})
 }
+
+// TestDeadlineCtxValuesAreLazy: the parent's values, a router's route
+// context among them, come without making the real context; and
+// context.Cause asked before Err, under a parent that is itself
+// cancellable (as a server's request context is), answers as the context
+// package's context does before the deadline, at it, and after cancel.
+func TestDeadlineCtxValuesAreLazy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		parent, cancelParent := context.WithCancel(context.WithValue(context.Background(), errTestCause, 1))
+		defer cancelParent()
+		c, std, cancel := newDeadlineCtx(parent, time.Second)
+		defer cancel()
+		if c.Value(errTestCause) != 1 {
+			t.Fatal("Value does not reach the parent")
+		}
+		if c.state.Load()&ctxMade != 0 {
+			t.Error("asking for a parent's value made the real context")
+		}
+		if got, want := context.Cause(c), context.Cause(std); got != want {
+			t.Errorf("Cause before the deadline: %v, want %v", got, want)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got, want := context.Cause(c), context.Cause(std); got != want {
+			t.Errorf("Cause asked first at the deadline: %v, want %v", got, want)
+		}
+		c2, std2, cancel2 := newDeadlineCtx(parent, time.Second)
+		c2.cancel()
+		cancel2()
+		if got, want := context.Cause(c2), context.Cause(std2); got != want {
+			t.Errorf("Cause asked first after cancel: %v, want %v", got, want)
+		}
+	})
+}

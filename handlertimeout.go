@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/breakwater-go/breakwater/internal/sat"
 )
 
 // WithTimeoutStatus sets the status [HandlerTimeout] answers with, a 4xx or
@@ -76,8 +78,11 @@ func (t *handlerTimeout) wrap(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		ctx, cancel := context.WithTimeoutCause(r.Context(), t.d, http.ErrHandlerTimeout)
-		defer cancel()
+		// The context is made lazily (see deadlineCtx): a handler that
+		// never waits on it costs no timer.
+		ctx := &deadlineCtx{parent: r.Context(), origin: &stageEpoch, why: http.ErrHandlerTimeout}
+		ctx.dl = sat.Add(int64(time.Since(stageEpoch)), int64(t.d))
+		defer ctx.cancel()
 		s := t.in.begin(w, true)
 		panicked := true
 		defer func() {
