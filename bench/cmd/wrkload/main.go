@@ -9,6 +9,7 @@
 //	go run ./cmd/wrkload                          # markdown on stdout
 //	go run ./cmd/wrkload -json                    # for cmd/report
 //	go run ./cmd/wrkload -only chi,breakwater-stack -rounds 8
+//	go run ./cmd/wrkload -typed                   # handlers set a Content-Type
 //	go run ./cmd/wrkload -cpuprofile cpu.out      # the servers' profile
 package main
 
@@ -48,12 +49,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "wrk -d per server and round")
 	fs.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "wrk -d of each server's warm-up")
 	fs.StringVar(&cfg.Wrk, "wrk", cfg.Wrk, "the wrk program")
+	fs.BoolVar(&cfg.Typed, "typed", false, "every handler sets a Content-Type, as a real one does")
 	only := fs.String("only", "", "comma-separated servers to run, chi first (default: all)")
 	cpuprofile := fs.String("cpuprofile", "", "write the process's CPU profile over the rounds to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	servers := wrkload.Servers()
+	servers := wrkload.Servers(cfg.Typed)
 	if *only != "" {
 		var sel []wrkload.Server
 		for _, s := range servers {

@@ -38,6 +38,12 @@ type Config struct {
 	Duration, Warmup time.Duration
 	// Wrk is the wrk program.
 	Wrk string
+	// Typed has every server's handler set its response's Content-Type,
+	// as a real handler does; net/http then copies the header map at
+	// WriteHeader whatever the middleware wrote. Without it the handler
+	// writes no header at all, net/http's cheapest path, and a middleware
+	// that writes any header pays for that copy.
+	Typed bool
 }
 
 // DefaultConfig is the configuration bench/run.sh uses.
@@ -60,9 +66,26 @@ type Server struct {
 
 // Servers are chi alone, chi with breakwater's per-client rate limit, chi
 // with httprate's, and chi with breakwater's whole inbound stack as the
-// README mounts it. No limit is ever reached: each request costs what
-// admitting it costs.
-func Servers() []Server {
+// README mounts it, their handler setting a Content-Type when typed. No
+// limit is ever reached: each request costs what admitting it costs.
+func Servers(typed bool) []Server {
+	h := ok
+	if typed {
+		h = typedOK
+	}
+	router := func(mw ...func(http.Handler) http.Handler) http.Handler {
+		r := chi.NewRouter()
+		r.Use(mw...)
+		r.Get("/v1/items/{id}", h)
+		return r
+	}
+	stack := func() (http.Handler, error) {
+		mw, err := stackMiddleware()
+		if err != nil {
+			return nil, err
+		}
+		return router(mw...), nil
+	}
 	return []Server{
 		{Base, "a chi router, one route answering 200 \"ok\"", func() (http.Handler, error) { return router(), nil }},
 		{"breakwater-ratelimit", "chi with `ClientRateLimit(NewRateLimiters(1e6, 1000), RemoteAddrKey)`", func() (http.Handler, error) {
@@ -80,11 +103,13 @@ func Servers() []Server {
 	}
 }
 
-func router(mw ...func(http.Handler) http.Handler) http.Handler {
-	r := chi.NewRouter()
-	r.Use(mw...)
-	r.Get("/v1/items/{id}", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	return r
+func ok(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }
+
+var textPlain = []string{"text/plain; charset=utf-8"}
+
+func typedOK(w http.ResponseWriter, _ *http.Request) {
+	w.Header()["Content-Type"] = textPlain
+	_, _ = w.Write([]byte("ok"))
 }
 
 func clientRateLimit() (func(http.Handler) http.Handler, error) {
@@ -95,9 +120,9 @@ func clientRateLimit() (func(http.Handler) http.Handler, error) {
 	return bw.ClientRateLimit(rl, bw.RemoteAddrKey)
 }
 
-// stack is the README's inbound stack ("Inbound middleware", "A fleet of
+// stackMiddleware is the README's inbound stack ("Inbound middleware", "A fleet of
 // breakwater services") with limits no load here reaches.
-func stack() (http.Handler, error) {
+func stackMiddleware() ([]func(http.Handler) http.Handler, error) {
 	trust, err := bw.CallerHeaders("10.0.0.0/8")
 	if err != nil {
 		return nil, err
@@ -126,7 +151,7 @@ func stack() (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return router(trust, limit, breaker, shed, timeout), nil
+	return []func(http.Handler) http.Handler{trust, limit, breaker, shed, timeout}, nil
 }
 
 // Result is what one server did over the rounds.
