@@ -169,8 +169,14 @@ func (t *Transport) admit(c *call, r *attemptResult, hedge, racing bool) bool {
 		r.err, r.o = err, Outcome{Category: Rejected}
 		return false
 	}
-	// Pause gate, rate limit and bulkhead: waits and refusals per attempt.
-	if permit, err = t.limits.admit(c, r, permit, hedge); err != nil {
+	// The congestion limit, then the pause gate, rate limit and bulkhead:
+	// waits and refusals per attempt.
+	if c.up != nil && !t.cfg.noCongestion && !c.up.cong.admits() {
+		err = rejected(ErrConcurrencyLimit, c.key, time.Time{})
+	} else {
+		permit, err = t.limits.admit(c, r, permit, hedge)
+	}
+	if err != nil {
 		permit.release()
 		t.unprobe(r)
 		if !c.sent {
@@ -252,9 +258,16 @@ func (t *Transport) send(r *attemptResult) {
 	if r.ep != nil {
 		r.ep.begin()
 	}
+	cong := r.up != nil && !t.cfg.noCongestion
+	if cong {
+		r.up.cong.send()
+	}
 	r.resp, r.err = t.base.RoundTrip(r.req)
 	r.end = t.now()
 	took := time.Duration(r.end - r.start)
+	if cong {
+		r.up.cong.answered(took, r.resp != nil || r.ctx.Err() == context.DeadlineExceeded)
+	}
 	if r.err == nil {
 		if err := refuseBadAnswer(r.req, r.resp); err != nil {
 			r.resp, r.err = nil, err

@@ -132,6 +132,12 @@ type Config struct {
 		MaxWait Duration `json:"max_wait,omitzero"`
 	} `json:"concurrency,omitzero"`
 
+	// Congestion configures the congestion limit, on by default: Off
+	// switches it off ([WithoutCongestionLimit]).
+	Congestion struct {
+		Off bool `json:"off,omitzero"`
+	} `json:"congestion,omitzero"`
+
 	// Pause configures the pause gate, on by default.
 	Pause struct {
 		Off     bool     `json:"off,omitzero"`
@@ -436,6 +442,9 @@ func (c Config) limitOptions(fail func(string, ...any)) []Option {
 			bo = append(bo, WithMaxWait(time.Duration(k.MaxWait)))
 		}
 		opts = append(opts, WithConcurrencyLimit(k.Limit, bo...))
+	}
+	if c.Congestion.Off {
+		opts = append(opts, WithoutCongestionLimit())
 	}
 	p := c.Pause
 	if p.Off {

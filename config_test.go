@@ -41,6 +41,8 @@ func TestConfigMatchesOptions(t *testing.T) {
 			[]bw.Option{bw.WithoutBreaker()}},
 		{"limits", `{"rate_limit":{"per_second":50,"burst":5},"concurrency":{"limit":8,"queue":16,"max_wait":"1s"},"pause":{"off":true}}`,
 			[]bw.Option{bw.WithRateLimit(rate.Limit(50), 5), bw.WithConcurrencyLimit(8, bw.WithMaxQueue(16), bw.WithMaxWait(time.Second)), bw.WithoutPauseGate()}},
+		{"no congestion limit", `{"congestion":{"off":true}}`,
+			[]bw.Option{bw.WithoutCongestionLimit()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := bw.ParseConfig([]byte(tc.json))

@@ -32,7 +32,7 @@
 //     other replicas.
 //   - Switch a stage off with Without… when it keeps state and is on by
 //     default ([WithoutBreaker], [WithoutPauseGate],
-//     [WithoutRetryBudget]); with zero when it is a number (a timeout of 0,
+//     [WithoutRetryBudget], [WithoutCongestionLimit]); with zero when it is a number (a timeout of 0,
 //     WithMaxAttempts(1)). A stage configured, shared or switched off in
 //     two of these ways is a construction error.
 //   - A switch takes a bool: WithShadowMode(true). One option does one job
@@ -89,6 +89,7 @@
 //	  WithPauseGates(g)                T R             the transport's own
 //	  WithoutPauseGate()               T R
 //	limits
+//	  WithoutCongestionLimit()         T R             on: in flight bounded while latency says requests queue
 //	  WithRateLimit(limit, burst, o…)  T               none
 //	  WithRateLimiters(rl)             T               none
 //	  WithConcurrencyLimit(n, o…)      T               none
@@ -194,6 +195,23 @@
 // checks the gate again after an attempt waited for a token or a slot: no
 // attempt reaches a key inside its pause, whatever it waited for; each
 // registry is also usable on its own, as inbound middleware does.
+//
+// Before all of them, a Transport bounds each key's attempts in flight
+// while, and only while, their latency says requests queue at the
+// upstream: the congestion limit, on by default ([WithoutCongestionLimit]
+// switches it off). It engages when the median and the low quantile of a
+// window of 32 answers are both more than 4 times their usual values, two
+// windows in a row, with at least 20 attempts in flight; the limit then
+// follows a gradient (it shrinks as the median rises, at most halving per
+// window, never below 20, and grows by √limit per window without
+// queueing) and ends as soon as under half of it is used. A slow answer
+// here and there moves no median; a latency that rose while this process
+// had few attempts in flight is taken as the new usual, since limiting
+// them would not bring it down. An attempt over the limit is refused at
+// once with an [*Error] matching [ErrConcurrencyLimit] (Rejected: not
+// retried, not charged to the breaker), instead of joining a queue where
+// it would wait past its caller's deadline while the upstream works on
+// requests nobody waits for.
 //
 // # Errors
 //

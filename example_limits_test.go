@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -302,4 +304,51 @@ func ExampleWithSharedLimiter() {
 	// Output:
 	// 200 200
 	// 200 ErrRateLimited
+}
+
+// oneWorker is an upstream that works one request at a time, 2 ms each,
+// and queues the rest: its latency is its queue.
+type oneWorker struct{ mu sync.Mutex }
+
+func (u *oneWorker) RoundTrip(req *http.Request) (*http.Response, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	time.Sleep(2 * time.Millisecond)
+	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: req}, nil
+}
+
+// Calls come twice as fast as the upstream works: its queue, and so its
+// latency, grows. By default the Transport sees the median latency
+// climb and bounds the attempts in flight, refusing the excess at once
+// with ErrConcurrencyLimit; switched off, every call joins the queue.
+func ExampleWithoutCongestionLimit() {
+	for _, opts := range [][]bw.Option{nil, {bw.WithoutCongestionLimit()}} {
+		tr, _ := bw.NewTransport(append(opts, bw.WithBase(&oneWorker{}))...)
+		get := func() error {
+			req, _ := http.NewRequest(http.MethodGet, "http://upstream.example/", nil)
+			resp, err := tr.RoundTrip(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			return err
+		}
+		for range 64 { // the usual latency, one call at a time
+			_ = get()
+		}
+		var refused atomic.Int64
+		var wg sync.WaitGroup
+		for range 300 {
+			wg.Go(func() {
+				if errors.Is(get(), bw.ErrConcurrencyLimit) {
+					refused.Add(1)
+				}
+			})
+			time.Sleep(time.Millisecond)
+		}
+		wg.Wait()
+		fmt.Println("calls refused at once:", refused.Load() > 0)
+	}
+	// Output:
+	// calls refused at once: true
+	// calls refused at once: false
 }

@@ -251,8 +251,8 @@ func formatAge(d time.Duration) string {
 // explainLimits describes the rate and concurrency limits of a
 // Transport, if any.
 func (t *Transport) explainLimits(b *strings.Builder, line func(indent int, label, format string, args ...any)) {
-	r, k := t.limits.rate, t.limits.bulk
-	if r == nil && k == nil {
+	r, k, cong := t.limits.rate, t.limits.bulk, !t.cfg.noCongestion
+	if r == nil && k == nil && !cong {
 		return
 	}
 	waits := func(d time.Duration) string {
@@ -262,6 +262,12 @@ func (t *Transport) explainLimits(b *strings.Builder, line func(indent int, labe
 		return "waits up to " + formatDuration(d) + " for one, within the call's deadline"
 	}
 	b.WriteString("  limits\n")
+	if cong {
+		line(2, "congestion", "engages when the median and the low quantile of a key's last %d answers are both over %d times their usual, twice in a row, with at least %d in flight: "+
+			"the attempts in flight are then held to what they were, cut as the median rises (at most halved per %d answers, never below %d) and grown by its square root when it falls; "+
+			"an attempt over it is refused at once; ends when under half of it is used",
+			congestionWindow, congestionTolerance, congestionMinLimit, congestionWindow, congestionMinLimit)
+	}
 	if r != nil {
 		line(2, "rate limit", "%s/s with a burst of %d per key, a token per attempt; %s", strconv.FormatFloat(float64(r.cfg.limit), 'f', -1, 64), r.cfg.burst, waits(r.cfg.maxWait))
 	}

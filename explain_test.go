@@ -86,6 +86,8 @@ func ExampleTransport_Explain() {
 	//     strict limiter   one of 10/s answering 429 + a 1s hint beyond it serves 8.8/s from 30s on, with 3 429s in the next 30s (simulated, 4 callers)
 	//     503 + hint       delays that call's retry; holds the host only while such answers are the majority (at least 2 in 1s), with a probe every 150ms
 	//     quota fields     paced on (RateLimit, RateLimit-Policy, X-RateLimit-*)
+	//   limits
+	//     congestion       engages when the median and the low quantile of a key's last 32 answers are both over 4 times their usual, twice in a row, with at least 20 in flight: the attempts in flight are then held to what they were, cut as the median rises (at most halved per 32 answers, never below 20) and grown by its square root when it falls; an attempt over it is refused at once; ends when under half of it is used
 	//   across replicas
 	//     rate limit       none
 	//     pauses           this replica's own
@@ -119,8 +121,11 @@ func TestExplainLimits(t *testing.T) {
 			t.Errorf("Explain lacks %q:\n%s", want, tr.Explain())
 		}
 	}
-	if tr, _ := bw.NewTransport(); strings.Contains(tr.Explain(), "  limits\n") {
+	if tr, _ := bw.NewTransport(bw.WithoutCongestionLimit()); strings.Contains(tr.Explain(), "  limits\n") {
 		t.Errorf("Explain shows limits a transport does not have:\n%s", tr.Explain())
+	}
+	if tr, _ := bw.NewTransport(); !strings.Contains(tr.Explain(), "    congestion       engages when") {
+		t.Errorf("Explain lacks the default congestion limit:\n%s", tr.Explain())
 	}
 }
 

@@ -63,9 +63,10 @@ type config struct {
 	gates    *PauseGates
 	noPause  bool
 
-	limits   limitsConfig // the rate and concurrency limits (admission.go)
-	hedging  *hedging     // hedge.go; nil: no hedging
-	failover *failover    // failover.go; nil: one upstream
+	limits       limitsConfig // the rate and concurrency limits (admission.go)
+	noCongestion bool         // WithoutCongestionLimit (congestion.go)
+	hedging      *hedging     // hedge.go; nil: no hedging
+	failover     *failover    // failover.go; nil: one upstream
 }
 
 // newConfig returns the default configuration.
@@ -326,6 +327,15 @@ func WithPauseGates(g *PauseGates) Option {
 			c.gates = g
 		}
 	})
+}
+
+// WithoutCongestionLimit switches off the limit a Transport puts by default
+// on each key's attempts in flight while its latency says requests queue
+// at the upstream (see "Overload" in the package documentation): every
+// attempt is sent, however long the upstream's queue. It configures
+// [NewTransport] and [RetryStage].
+func WithoutCongestionLimit() Option {
+	return transportOption("WithoutCongestionLimit", true, func(c *config) { c.noCongestion = true })
 }
 
 // WithoutPauseGate switches the pause gate off: a throttled call still

@@ -14,6 +14,7 @@ import (
 type upstream struct {
 	budget  *retryBudget // nil without a retry budget
 	answers answerTimes
+	cong    congestion                 // the congestion limit (congestion.go)
 	hedge   atomic.Pointer[hedgeState] // made by the key's first hedgeable call (hedge.go)
 	// breaker is the key's entry in the Transport's breaker registry, as
 	// its last call found it: a call pins it again instead of looking the

@@ -1,0 +1,114 @@
+package breakwater
+
+import (
+	"testing"
+	"time"
+)
+
+// window feeds g one window of answers taking d each, with flight
+// attempts in flight meanwhile (flight + 1 at its peak: each answer's
+// attempt is sent first).
+func (g *congestion) window(flight int64, d time.Duration) {
+	g.state.Store(g.state.Load()&^(1<<32-1) | uint64(flight))
+	g.peak.Store(flight)
+	for range congestionWindow {
+		g.send()
+		g.answered(d, true)
+	}
+	if got := flightOf(g.state.Load()); got != flight {
+		panic(got)
+	}
+}
+
+// TestCongestionEngagesOnQueueing: latency four times the usual, two
+// windows in a row with many attempts in flight, engages the limit; one
+// such window does not, nor does a rise while few are in flight, which
+// becomes the usual instead.
+func TestCongestionEngagesOnQueueing(t *testing.T) {
+	var g congestion
+	g.window(10, 10*time.Millisecond)
+	g.window(10, 10*time.Millisecond)
+	if !g.admits() || g.limit.Load() != 0 {
+		t.Fatalf("a steady latency engaged the limit: %d", g.limit.Load())
+	}
+	g.window(60, 50*time.Millisecond)
+	if g.limit.Load() != 0 {
+		t.Fatalf("one slow window engaged the limit: %d", g.limit.Load())
+	}
+	g.window(60, 10*time.Millisecond) // chance: not queueing after all
+	g.window(60, 50*time.Millisecond)
+	if g.limit.Load() != 0 {
+		t.Fatalf("two slow windows apart engaged the limit: %d", g.limit.Load())
+	}
+	g.window(60, 50*time.Millisecond)
+	if lim := g.limit.Load(); lim != 48 { // 60 × 40/50
+		t.Fatalf("limit %d after two slow windows with 60 in flight, want 48", lim)
+	}
+	if g.admits() {
+		t.Error("60 in flight admitted over a limit of 48")
+	}
+	g.window(48, 200*time.Millisecond)
+	if lim := g.limit.Load(); lim != 24 { // at most halved
+		t.Fatalf("limit %d after a much slower window, want 24", lim)
+	}
+	g.window(24, 400*time.Millisecond)
+	if lim := g.limit.Load(); lim != congestionMinLimit {
+		t.Fatalf("limit %d, want the floor %d", lim, congestionMinLimit)
+	}
+
+	var slower congestion // an upstream that became slower, with few in flight
+	slower.window(5, 10*time.Millisecond)
+	slower.window(5, 100*time.Millisecond)
+	slower.window(5, 100*time.Millisecond)
+	slower.window(50, 100*time.Millisecond)
+	slower.window(50, 100*time.Millisecond)
+	if lim := slower.limit.Load(); lim != 0 {
+		t.Errorf("a slower upstream at 5 in flight engaged the limit (%d): its latency is the new usual", lim)
+	}
+}
+
+// TestCongestionEnds: windows without queueing grow the limit by its
+// square root, and one that uses under half of it ends it; a limit held
+// for congestionRelearn windows takes the queue as the usual latency.
+func TestCongestionEnds(t *testing.T) {
+	var g congestion
+	g.window(10, 10*time.Millisecond)
+	g.window(100, 80*time.Millisecond)
+	g.window(100, 80*time.Millisecond)
+	if lim := g.limit.Load(); lim != 50 {
+		t.Fatalf("limit %d, want 50", lim)
+	}
+	g.window(50, 10*time.Millisecond)
+	if lim := g.limit.Load(); lim != 57 { // 50 + ⌊√50⌋
+		t.Fatalf("limit %d after a window without queueing, want 57", lim)
+	}
+	g.window(27, 10*time.Millisecond)
+	if lim := g.limit.Load(); lim != 0 {
+		t.Fatalf("limit %d after a window using under half of it, want none", lim)
+	}
+
+	var held congestion
+	held.window(10, 10*time.Millisecond)
+	for range congestionRelearn + 1 {
+		held.window(100, 80*time.Millisecond)
+	}
+	if held.limit.Load() == 0 {
+		t.Fatal("the limit ended while the queue stayed")
+	}
+	held.window(100, 80*time.Millisecond)
+	if lim := held.limit.Load(); lim != 0 {
+		t.Errorf("limit %d after %d windows of it: the queue it did not shorten is the usual now", lim, congestionRelearn+2)
+	}
+}
+
+// TestCongestionFloor: answers under a millisecond count as one, so that
+// fast answers' noise is not queueing.
+func TestCongestionFloor(t *testing.T) {
+	var g congestion
+	g.window(50, 10*time.Microsecond)
+	g.window(50, 900*time.Microsecond)
+	g.window(50, 900*time.Microsecond)
+	if lim := g.limit.Load(); lim != 0 {
+		t.Errorf("answers of 10 µs, then 900 µs engaged the limit (%d)", lim)
+	}
+}
