@@ -112,3 +112,38 @@ func TestCongestionFloor(t *testing.T) {
 		t.Errorf("answers of 10 µs, then 900 µs engaged the limit (%d)", lim)
 	}
 }
+
+// TestCongestionSnapshot: a Transport's snapshot lists each key whose
+// congestion limit is engaged among its bulkheads, marked as such, and
+// nothing once it ended or when switched off.
+func TestCongestionSnapshot(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		var opts []Option
+		if off {
+			opts = append(opts, WithoutCongestionLimit())
+		}
+		tr, err := NewTransport(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := &tr.keys.Get("http://busy.test").cong
+		g.window(10, 10*time.Millisecond)
+		g.window(100, 80*time.Millisecond)
+		g.window(100, 80*time.Millisecond)
+		got := tr.Snapshot().Bulkheads
+		if off {
+			if len(got) != 0 {
+				t.Errorf("switched off, the snapshot lists %+v", got)
+			}
+			continue
+		}
+		want := BulkheadSnapshot{Key: "http://busy.test", Limit: 50, InFlight: 100, Saturated: true, Congestion: true}
+		if len(got) != 1 || got[0] != want {
+			t.Errorf("snapshot %+v, want [%+v]", got, want)
+		}
+		g.window(10, 10*time.Millisecond)
+		if got := tr.Snapshot().Bulkheads; len(got) != 0 {
+			t.Errorf("after the limit ended, the snapshot lists %+v", got)
+		}
+	}
+}

@@ -96,6 +96,10 @@ type BulkheadSnapshot struct {
 	Queued   int    `json:"queued"`
 	// Saturated reports that every slot is taken.
 	Saturated bool `json:"saturated"`
+	// Congestion marks a Transport's congestion limit while it is
+	// engaged (see [WithoutCongestionLimit]) rather than a bulkhead:
+	// Limit is the attempts it lets be in flight to the key now.
+	Congestion bool `json:"congestion,omitempty"`
 }
 
 // PauseSnapshot is a point-in-time view of one key's pause gate.

@@ -20,6 +20,9 @@ func (t *Transport) Snapshot() Snapshot {
 	if t.limits.bulk != nil {
 		s.Bulkheads = t.limits.bulk.snapshots()
 	}
+	if !t.cfg.noCongestion {
+		s.Bulkheads = append(s.Bulkheads, t.congestionSnapshots()...)
+	}
 	if t.cfg.budget {
 		now := t.now()
 		t.keys.Each(func(key string, u *upstream) {
@@ -42,6 +45,20 @@ func (t *Transport) Snapshot() Snapshot {
 		s.Hedges = t.hedgeSnapshots()
 	}
 	return s
+}
+
+// congestionSnapshots returns the keys whose congestion limit is engaged,
+// by key.
+func (t *Transport) congestionSnapshots() []BulkheadSnapshot {
+	var out []BulkheadSnapshot
+	t.keys.Each(func(key string, u *upstream) {
+		if lim := u.cong.limit.Load(); lim > 0 {
+			n := flightOf(u.cong.state.Load())
+			out = append(out, BulkheadSnapshot{Key: key, Limit: int(lim), InFlight: int(n), Saturated: n >= lim, Congestion: true})
+		}
+	})
+	slices.SortFunc(out, func(a, b BulkheadSnapshot) int { return strings.Compare(a.Key, b.Key) })
+	return out
 }
 
 // insightsOf calls fn for every *insights in o, composed ones included.
