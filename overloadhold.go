@@ -41,6 +41,7 @@ type overload struct {
 	held      bool        // overload answers are the majority of recent attempts
 	nextProbe int64       // while held: when the next probe may go
 	lastProbe int64       // when the latest probe went
+	probeOut  bool        // the latest probe is not answered yet
 }
 
 // newOverload starts counting at now, when an attempt sent before was
@@ -57,6 +58,7 @@ func (o *overload) sent(now int64) { o.w.Add(now, 1, 0) }
 // answer records an answer at now, an overload one (503 with a hint that
 // ends at until) or not, and reports whether the key's hold began or ended.
 func (o *overload) answer(now int64, over bool, until int64) (began, ended bool) {
+	o.probeOut = false
 	if over {
 		o.w.Add(now, 0, 1)
 		o.last, o.until = now, max(o.until, until)
@@ -86,6 +88,6 @@ func (o *overload) probe(now int64) bool {
 	if now < o.nextProbe {
 		return false
 	}
-	o.lastProbe, o.nextProbe = now, now+int64(overloadProbeEvery)
+	o.lastProbe, o.nextProbe, o.probeOut = now, now+int64(overloadProbeEvery), true
 	return true
 }

@@ -383,10 +383,7 @@ func (g *PauseGates) answer(key string, over bool, d time.Duration) {
 			pg.holdLocked()
 			pg.changedLocked()
 		case ended:
-			pg.releaseLocked(g, now, o.lastProbe)
-			pg.ep.ramp = true
-		case !over:
-			pg.rampLocked(g, now)
+			pg.releaseLocked(g, now, o.lastProbe, true)
 		}
 		if o.stale(now) {
 			pg.over = nil
@@ -395,7 +392,7 @@ func (g *PauseGates) answer(key string, over bool, d time.Duration) {
 		}
 	}
 	if !over && pg.ep.probeAt != 0 && pg.until.Load() <= now && (pg.over == nil || !pg.over.held) {
-		pg.releaseLocked(g, now, pg.ep.probeAt) // the probe after a pause was answered
+		pg.releaseLocked(g, now, pg.ep.probeAt, false) // the probe after a pause was answered
 	}
 }
 
@@ -437,7 +434,7 @@ func (g *PauseGates) resume(key string) {
 		pg.over.w.Clear()
 	}
 	now := g.now()
-	pg.releaseLocked(g, now, math.MinInt64/2)
+	pg.releaseLocked(g, now, math.MinInt64/2, false)
 	pg.changedLocked()
 }
 

@@ -1,8 +1,11 @@
 package breakwater
 
 import (
+	"cmp"
 	"context"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -13,19 +16,21 @@ import (
 // once if the probe never reached the upstream, and at the latest after
 // pauseProbeLease); after an overload hold, the probe whose answer ended
 // it. Once the probe is answered with anything but a new hold, the held
-// calls leave in the order they arrived, from a random phase (so that
-// clients held together do not come back together), spaced one and a half
-// times as far apart as they arrived, while calls arriving meanwhile go
-// straight through: the upstream sees at most the offered load plus two
-// thirds of it, never a herd, and the held calls are through in about one
-// and a half times as long as the hold lasted. After an overload hold (503s
-// with a hint: maintenance), the release then follows the upstream's
-// answers: each round of successes halves the space (rampLocked), so the
-// held calls are through before their deadlines, and a held call whose
-// turn is past its deadline waits for its turn to move up rather than
-// failing at once. The retry of a call that
-// was itself throttled joins the held calls' line. A new hold stops the
-// release; the calls still waiting keep their order.
+// calls leave in the order they arrived. After a pause (a 429), they leave
+// from a random phase (so that clients held together do not come back
+// together), spaced one and a half times as far apart as they arrived,
+// while calls arriving meanwhile go straight through: the upstream sees at
+// most the offered load plus two thirds of it, never a herd, and a strict
+// limiter that answered the probe is not met with more than it can take.
+// After an overload hold (503s with a hint: maintenance), every call joins
+// one line, the held ones first and the arrivals behind them, and the line
+// moves twice as fast as the calls arrived: the upstream sees at most twice
+// the offered load, and the held calls, oldest first, each leave before
+// the deadline they were offered with (the k-th held call leaves k halves
+// of the arrival spacing after the probe, a whole spacing sooner than its
+// deadline when deadlines are alike). The retry of a call that was itself
+// throttled joins the held calls' line. A new hold stops the release; the
+// calls still waiting keep their order.
 const (
 	pauseProbeLease = time.Second
 	minReleaseSpace = time.Millisecond
@@ -44,16 +49,15 @@ type episode struct {
 	relStart  int64     // when the release began; 0: not yet
 	space     int64     // between two held calls leaving the gate
 	next      int64     // during a release: the first slot not taken
-	// ramp: the release follows an overload hold, and a success of a call
-	// it let go, one space or more after the last halving (rampedAt),
-	// halves the space (rampLocked).
-	ramp     bool
-	rampedAt int64
+	// line: the release follows an overload hold, and calls arriving
+	// during it join the held calls' line.
+	line bool
 }
 
 // waiter is one held call.
 type waiter struct {
 	ep   uint64 // the episode it is held in
+	dl   int64  // its call's deadline (registry nanoseconds; math.MaxInt64: none)
 	at   int64  // its turn to leave, once the release began (slot)
 	slot bool
 	gone bool // it left the gate, or gave up
@@ -64,12 +68,10 @@ type gateDecision struct {
 	wait  bool  // wait until at (or a change), else go now
 	park  bool  // a call that waits is held (takes its place in line)
 	take  bool  // a call that waits or goes takes the release slot at
+	line  bool  // a call that waits joins the line of a maintenance release by its deadline
 	probe bool  // a call that goes is the probe after a pause
 	at    int64 // registry nanoseconds
 	rem   int64 // how long the hold still lasts, for the deadline check
-	// ramping: the call's turn may come sooner (rampLocked): a turn past
-	// its deadline is waited for until the deadline, not refused at once.
-	ramping bool
 }
 
 // admitLocked decides for the call w (nil while it was not held) at now;
@@ -96,6 +98,11 @@ func (pg *pauseGate) decideLocked(g *PauseGates, now int64, w *waiter, held bool
 		if o.probe(now) {
 			return gateDecision{}
 		}
+		if o.probeOut {
+			// Its answer, which may end the hold, usually comes within a
+			// round trip: wait for it, within the deadline.
+			return gateDecision{wait: true, park: true, at: o.nextProbe}
+		}
 		return gateDecision{wait: true, park: true, at: o.nextProbe, rem: o.nextProbe - now}
 	}
 	switch {
@@ -111,16 +118,19 @@ func (pg *pauseGate) decideLocked(g *PauseGates, now int64, w *waiter, held bool
 		// whatever the deadline, within the deadline.
 		return gateDecision{wait: true, park: true, at: ep.probeAt + int64(pauseProbeLease)}
 	case w != nil && w.slot && w.ep == ep.id: // held: its turn, in arrival order
-		return gateDecision{wait: now < w.at, at: w.at, rem: max(0, w.at-now), ramping: ep.ramp}
+		return gateDecision{wait: now < w.at, at: w.at, rem: max(0, w.at-now)}
+	case ep.line && now < ep.next: // any call during a maintenance release: in the line
+		return gateDecision{wait: true, line: true}
 	case held && now < ep.next: // a throttled call's retry: in the held line
 		return gateDecision{wait: true, take: true, at: ep.next, rem: ep.next - now}
 	}
 	return gateDecision{}
 }
 
-// park holds the call w (nil: a new one) in the current episode and
-// returns it. pg.mu must be held.
-func (pg *pauseGate) park(now int64, w *waiter) *waiter {
+// park holds the call w (nil: a new one), due by dl, in the current
+// episode and returns it; retry marks the retry of a throttled call, which
+// the offered rate does not count again. pg.mu must be held.
+func (pg *pauseGate) park(now int64, w *waiter, dl int64, retry bool) *waiter {
 	ep := &pg.ep
 	if w != nil && !w.gone && w.ep == ep.id && ep.id != 0 {
 		return w
@@ -129,10 +139,46 @@ func (pg *pauseGate) park(now int64, w *waiter) *waiter {
 		pg.episodes++
 		ep.id, ep.firstPark = pg.episodes, now
 	}
-	w = &waiter{ep: ep.id}
-	ep.arrived++
+	w = &waiter{ep: ep.id, dl: dl}
+	if !retry {
+		ep.arrived++
+	}
 	ep.live++
 	ep.waiting = append(ep.waiting, w)
+	return w
+}
+
+// enqueue puts the call w (nil: a new one; retry as for park), due by dl, in the line of a
+// maintenance release, by its deadline: it takes the turn of the first
+// waiter due later, and each waiter from there moves back one space.
+// pg.mu must be held.
+func (pg *pauseGate) enqueue(now int64, w *waiter, dl int64, retry bool) *waiter {
+	ep := &pg.ep
+	if w != nil && !w.gone && w.ep == ep.id && w.slot {
+		return w // in line already
+	}
+	w = pg.park(now, nil, dl, retry)
+	ep.waiting = ep.waiting[:len(ep.waiting)-1] // park appended it
+	i := len(ep.waiting)
+	for j, o := range ep.waiting {
+		if !o.gone && o.slot && o.dl > dl {
+			i = j
+			break
+		}
+	}
+	w.slot = true
+	if i == len(ep.waiting) {
+		w.at = max(ep.next, now)
+	} else {
+		w.at = ep.waiting[i].at
+		for _, o := range ep.waiting[i:] {
+			if !o.gone && o.slot {
+				o.at += ep.space
+			}
+		}
+	}
+	ep.next = max(ep.next, now) + ep.space
+	ep.waiting = slices.Insert(ep.waiting, i, w)
 	return w
 }
 
@@ -180,8 +226,9 @@ func (g *PauseGates) probeLost(key string) {
 
 // releaseLocked starts releasing the episode's waiters: the probe that
 // went at probe was answered at now. The first of them leaves one space
-// after the probe. pg.mu must be held.
-func (pg *pauseGate) releaseLocked(g *PauseGates, now, probe int64) {
+// after the probe; after an overload hold (maintenance), the calls leave
+// in one line at twice their arrival rate. pg.mu must be held.
+func (pg *pauseGate) releaseLocked(g *PauseGates, now, probe int64, maintenance bool) {
 	ep := &pg.ep
 	if ep.live == 0 || ep.relStart != 0 {
 		return
@@ -189,9 +236,17 @@ func (pg *pauseGate) releaseLocked(g *PauseGates, now, probe int64) {
 	var phase int64
 	ep.space = int64(minReleaseSpace)
 	if n := int64(ep.arrived); n > 1 {
-		// n calls arrived over now-firstPark: space them 1.5 times as far.
-		ep.space = min(max(3*(now-ep.firstPark)/(2*(n-1)), int64(minReleaseSpace)), int64(maxReleaseSpace))
-		phase = rand.Int64N(ep.space)
+		gap := (now - ep.firstPark) / (n - 1) // n calls arrived over now-firstPark
+		if maintenance {                      // a little over half the gap: at most twice the offered load in any window
+			ep.space = min(max(gap*11/20, int64(minReleaseSpace)), int64(maxReleaseSpace))
+		} else {
+			ep.space = min(max(3*gap/2, int64(minReleaseSpace)), int64(maxReleaseSpace))
+			phase = rand.Int64N(ep.space)
+		}
+	}
+	ep.line = maintenance
+	if maintenance { // earliest deadline first
+		slices.SortStableFunc(ep.waiting, func(a, b *waiter) int { return cmp.Compare(a.dl, b.dl) })
 	}
 	ep.relStart = max(now, probe+ep.space)
 	ep.next = ep.relStart + phase
@@ -200,35 +255,6 @@ func (pg *pauseGate) releaseLocked(g *PauseGates, now, probe int64) {
 			w.at, w.slot = ep.next, true
 			ep.next += ep.space
 		}
-	}
-	g.busyUntil(pg, ep.next+1)
-	pg.changedLocked()
-}
-
-// rampLocked speeds up the release of an overload hold on a success at
-// now: the space between the held calls still waiting halves, down to
-// minReleaseSpace, at most once per space, so that what the upstream is
-// sent grows with what it answers (one probe, then twice as fast per round
-// of successes) and the held calls are through before their deadlines,
-// not one and a half times the hold later. A release after a pause (a
-// 429) keeps its pace: a strict limiter answers the first calls and
-// refuses the next. pg.mu must be held.
-func (pg *pauseGate) rampLocked(g *PauseGates, now int64) {
-	ep := &pg.ep
-	if !ep.ramp || ep.relStart == 0 || ep.live == 0 || ep.space <= int64(minReleaseSpace) || now-ep.rampedAt < ep.space {
-		return
-	}
-	ep.space = max(ep.space/2, int64(minReleaseSpace))
-	ep.rampedAt = now
-	next := now + ep.space
-	for _, w := range ep.waiting {
-		if !w.gone && w.slot && w.at > next {
-			w.at = next
-			next += ep.space
-		}
-	}
-	if next < ep.next {
-		ep.next = next
 	}
 	g.busyUntil(pg, ep.next+1)
 	pg.changedLocked()
@@ -250,9 +276,19 @@ func (g *PauseGates) waitSlow(ctx context.Context, key string, dl time.Time, lat
 		t := time.Now()
 		now := int64(t.Sub(g.start))
 		left, bounded := timeLeft(ctx, dl, t)
+		due := int64(math.MaxInt64)
+		if bounded {
+			due = now + int64(left)
+		}
 		pg.mu.Lock()
 		d := pg.admitLocked(g, now, w, held)
-		if rem := time.Duration(d.rem); d.wait && (g.cfg.maxWait == 0 || rem > g.cfg.maxWait || bounded && rem >= left && !d.ramping) {
+		if d.line {
+			w, held = pg.enqueue(now, w, due, held), false
+			d.at, d.rem = w.at, max(0, w.at-now)
+			g.busyUntil(pg, pg.ep.next+1)
+			pg.changedLocked() // the waiters behind it moved back
+		}
+		if rem := time.Duration(d.rem); d.wait && (g.cfg.maxWait == 0 || rem > g.cfg.maxWait || bounded && rem >= left) {
 			pg.leave(w)
 			pg.mu.Unlock()
 			return false, rejected(ErrPaused, key, g.wall(now+d.rem))
@@ -291,7 +327,7 @@ func (g *PauseGates) waitSlow(ctx context.Context, key string, dl time.Time, lat
 			continue
 		}
 		if d.park {
-			w = pg.park(now, w)
+			w = pg.park(now, w, due, held)
 		}
 		wake := pg.waitChanLocked()
 		pg.mu.Unlock()
