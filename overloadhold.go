@@ -22,13 +22,15 @@ import (
 // with a hint, after a quiet second, is that one request's business.
 // Two refinements suit a client that must see a recovery at once: the "+1"
 // of the book's formula is a probe let through every overloadProbeEvery
-// instead of a coin flip, and a probe that is answered otherwise ends the
+// (175 ms: a recovery is seen within that, and a 3 s maintenance window
+// costs about 20 requests, whatever the offered load) instead of a coin
+// flip, and a probe that is answered otherwise ends the
 // hold at once instead of after the window slides. Attempts are counted
 // from the first 503 with a hint on, so a key that never sees one pays
 // nothing for it.
 const (
 	overloadWindow     = time.Second            // attempts counted
-	overloadProbeEvery = 150 * time.Millisecond // one probe per this, while held
+	overloadProbeEvery = 175 * time.Millisecond // one probe per this, while held
 	overloadMinimum    = 2                      // overload answers within the window before a hold
 )
 

@@ -57,7 +57,7 @@ func WithRateLimitHeaders(on bool) Option {
 //     retry to wait (RFC 9110), and the gate holds the key only when such
 //     answers are the majority of its recent answers (at least 2 within a
 //     second, outnumbering the others: a host that still answers most
-//     requests keeps its traffic), letting one probe through every 150 ms
+//     requests keeps its traffic), letting one probe through every 175 ms
 //     until one is answered otherwise.
 //
 // Held calls wait when their deadline allows it, and fail at once with an

@@ -161,7 +161,7 @@ func TestPauseRegistryFullHoldsNoOtherKey(t *testing.T) {
 }
 
 // A 503 with a hint holds the key only when such answers are the majority
-// of the attempts sent; then one probe goes every 150 ms, and the first
+// of the attempts sent; then one probe goes every 175 ms, and the first
 // probe answered otherwise ends the hold.
 func TestPauseGateOverloadAdmission(t *testing.T) {
 	overloaded := bw.Outcome{Category: bw.Throttled, Status: 503, RetryAfter: time.Second, HasRetryAfter: true}
@@ -181,7 +181,7 @@ func TestPauseGateOverloadAdmission(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		// Every attempt answered 503: held after the second, one probe
-		// every 150 ms.
+		// every 175 ms.
 		g.Observe("down", overloaded, nil)
 		if pauseLeft(g, "down") != 0 {
 			t.Fatalf("held after one 503 for %s", pauseLeft(g, "down"))
@@ -199,12 +199,12 @@ func TestPauseGateOverloadAdmission(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		for i, p := range probes {
-			if p != time.Duration(i+1)*150*time.Millisecond {
-				t.Fatalf("probes at %v, want one every 150ms", probes)
+			if p != time.Duration(i+1)*175*time.Millisecond {
+				t.Fatalf("probes at %v, want one every 175ms", probes)
 			}
 		}
 		// A probe answered otherwise ends the hold at once.
-		time.Sleep(150 * time.Millisecond)
+		time.Sleep(175 * time.Millisecond)
 		if err := g.Wait(context.Background(), "down"); err != nil {
 			t.Fatal(err)
 		}
@@ -363,7 +363,7 @@ func pauseKeys(g *bw.PauseGates) string {
 }
 
 // 503s answered with "Retry-After: 0" hold the key all the same: calls
-// wait for the next probe, 150 ms on. A hold whose probes get no answer
+// wait for the next probe, 175 ms on. A hold whose probes get no answer
 // lapses a second after the last 503: calls go at once again, and the
 // snapshot no longer shows the key paused.
 func TestPauseGateOverloadHoldWithAZeroHint(t *testing.T) {
@@ -380,11 +380,11 @@ func TestPauseGateOverloadHoldWithAZeroHint(t *testing.T) {
 		if s, _ := pauseOf(g, "down"); !s.Paused {
 			t.Fatalf("snapshot of the held key: %+v", s)
 		}
-		if err := g.Wait(context.Background(), "down"); err != nil || time.Since(start) != 150*time.Millisecond {
-			t.Fatalf("Wait = %v after %s, want the probe at 150ms", err, time.Since(start))
+		if err := g.Wait(context.Background(), "down"); err != nil || time.Since(start) != 175*time.Millisecond {
+			t.Fatalf("Wait = %v after %s, want the probe at 175ms", err, time.Since(start))
 		}
 		// The probe never gets an answer (it failed without a response).
-		time.Sleep(time.Second - 150*time.Millisecond - 1)
+		time.Sleep(time.Second - 175*time.Millisecond - 1)
 		if s, _ := pauseOf(g, "down"); !s.Paused {
 			t.Fatalf("snapshot within a second of the 503: %+v", s)
 		}
@@ -402,7 +402,7 @@ func TestPauseGateOverloadHoldWithAZeroHint(t *testing.T) {
 // TestOne503DoesNotHoldTheHost: a single 503 with Retry-After delays only
 // its own call's retry; the next call goes at once. The host is held only
 // once such answers are the majority, at least 2 within a second: after a
-// second 503 the next call waits for the probe, 150 ms after the hold
+// second 503 the next call waits for the probe, 175 ms after the hold
 // began.
 func TestOne503DoesNotHoldTheHost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -429,8 +429,8 @@ func TestOne503DoesNotHoldTheHost(t *testing.T) {
 			t.Fatalf("third call: %+v, want the 503", r)
 		}
 		start = time.Now()
-		if r := get(tr); r.status != 200 || time.Since(start) != 150*time.Millisecond {
-			t.Fatalf("the call after two 503s: %+v after %s, want a 200 after the 150ms probe wait", r, time.Since(start))
+		if r := get(tr); r.status != 200 || time.Since(start) != 175*time.Millisecond {
+			t.Fatalf("the call after two 503s: %+v after %s, want a 200 after the 175ms probe wait", r, time.Since(start))
 		}
 	})
 }

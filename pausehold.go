@@ -251,7 +251,9 @@ func (pg *pauseGate) releaseLocked(g *PauseGates, now, probe int64, maintenance 
 	ep.relStart = max(now, probe+ep.space)
 	ep.next = ep.relStart + phase
 	for _, w := range ep.waiting {
-		if !w.gone {
+		// A turn after maintenance goes to a waiter that can still use it:
+		// one due before it will be refused.
+		if !w.gone && (!maintenance || w.dl > ep.next) {
 			w.at, w.slot = ep.next, true
 			ep.next += ep.space
 		}
