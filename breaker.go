@@ -439,14 +439,6 @@ func (b *Breaker) clearCounts() {
 	b.rate.Clear()
 }
 
-// probeAgeDivisor sets the probe cadence of a long outage: an opening
-// lasts a 32nd of the time since the outage's first opening (between the
-// open timeout and its cap), so that a recovery is noticed within about
-// 3 % of the outage's age, never more than a tenth of it, while a dead
-// key costs ever fewer probes: 22 per doubling of its age, one every
-// 1.9 s after a minute.
-const probeAgeDivisor = 32
-
 // openFor is the next open duration at now, before jitter, and whether it
 // is a server's hint (jitter then only delays it). b.mu must be held.
 func (b *Breaker) openFor(now int64, o Outcome) (d time.Duration, hint bool) {
@@ -458,7 +450,7 @@ func (b *Breaker) openFor(now int64, o Outcome) (d time.Duration, hint bool) {
 	if b.opens > 0 {
 		age = now - b.outageAt
 	}
-	return min(max(time.Duration(age/probeAgeDivisor), cfg.openTimeout), cfg.maxOpenTimeout), false
+	return probeEvery(time.Duration(age), cfg.openTimeout, cfg.maxOpenTimeout), false
 }
 
 func (b *Breaker) toOpenLocked(now int64, reason Reason, o Outcome, failures int) {

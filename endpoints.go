@@ -336,7 +336,7 @@ func (s *endpointSet) eject(key string, e *endpoint, now int64, why Reason) {
 	if !again && (e.ejections == 0 || now-e.returned >= int64(s.cfg.maxEjection)) {
 		e.ejections, e.outSince = 0, now // it stayed in long enough: a new outage
 	}
-	d := min(max(time.Duration((now-e.outSince)/probeAgeDivisor), s.cfg.ejection), s.cfg.maxEjection)
+	d := probeEvery(time.Duration(now-e.outSince), s.cfg.ejection, s.cfg.maxEjection)
 	d += time.Duration(rand.Float64() * ejectionJitter * float64(d))
 	e.ejections++
 	e.period.Store(int64(d))
