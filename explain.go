@@ -124,7 +124,8 @@ func (t *Transport) Explain() string {
 		line(2, "learned rate", "a strict limiter's rate is learned: a 429 less than a hint after a pause ended, with a success since, paces the host at 1 request per hint (1/s for a 1s hint), doubling per round of successes (slow start) until a 429; then a ceiling halfway between the last two rates, the rate climbing to %.0f%% of it; each later 429 sets the ceiling to the last rate answered and cuts the rate to %.0f%% of it; forgotten %s after the last 429",
 			paceTarget*100, paceBackoff*100, formatDuration(paceForget))
 		line(2, "strict limiter", "%s", t.explainStrict())
-		line(2, "503 + hint", "delays that call's retry; holds the host only while such answers are the majority (at least %d in %s), with a probe every %s", overloadMinimum, formatDuration(overloadWindow), formatDuration(overloadProbeEvery))
+		line(2, "503 + hint", "delays that call's retry; holds the host only while such answers are the majority (at least %d in %s), with a probe every %s while the hold is young (its first %s), then 1/%d of its age, at most %s; the held calls then leave in one line, earliest deadline first, a little over twice as fast as they came",
+			overloadMinimum, formatDuration(overloadWindow), formatDuration(overloadProbeEvery), formatAge(overloadProbeEvery*probeAgeDivisor), probeAgeDivisor, formatDuration(overloadMaxProbeEvery))
 		line(2, "quota fields", "%s", map[bool]string{true: "paced on (RateLimit, RateLimit-Policy, X-RateLimit-*)", false: "ignored"}[t.limits.pacing])
 	}
 	t.explainLimits(&b, line)
@@ -166,7 +167,7 @@ func explainCadence(c *breakerConfig) string {
 		fmt.Fprintf(&b, "an opening lasts %s while the outage is young (its first %s), then 1/%d of its age, at most %s (from %s on):",
 			formatDuration(base), formatAge(base*probeAgeDivisor), probeAgeDivisor, formatDuration(most), formatAge(most*probeAgeDivisor))
 		for i, age := range cadenceAges {
-			every := formatDuration(min(max(age/probeAgeDivisor, base), most))
+			every := formatDuration(probeEvery(age, base, most))
 			if i == 0 {
 				fmt.Fprintf(&b, " a %s outage is probed every %s", formatAge(age), every)
 			} else {

@@ -84,7 +84,7 @@ func ExampleTransport_Explain() {
 	//     429              pauses the host for its hint (at most 120s); the calls held leave one probe first, then spread out
 	//     learned rate     a strict limiter's rate is learned: a 429 less than a hint after a pause ended, with a success since, paces the host at 1 request per hint (1/s for a 1s hint), doubling per round of successes (slow start) until a 429; then a ceiling halfway between the last two rates, the rate climbing to 97% of it; each later 429 sets the ceiling to the last rate answered and cuts the rate to 90% of it; forgotten 30s after the last 429
 	//     strict limiter   one of 10/s answering 429 + a 1s hint beyond it serves 8.8/s from 30s on, with 3 429s in the next 30s (simulated, 4 callers)
-	//     503 + hint       delays that call's retry; holds the host only while such answers are the majority (at least 2 in 1s), with a probe every 175ms
+	//     503 + hint       delays that call's retry; holds the host only while such answers are the majority (at least 2 in 1s), with a probe every 175ms while the hold is young (its first 5.6s), then 1/32 of its age, at most 60s; the held calls then leave in one line, earliest deadline first, a little over twice as fast as they came
 	//     quota fields     paced on (RateLimit, RateLimit-Policy, X-RateLimit-*)
 	//   limits
 	//     congestion       engages when the median and the low quantile of a key's last 32 answers are both over 4 times their usual, twice in a row, with at least 20 in flight: the attempts in flight are then held to what they were, cut as the median rises (at most halved per 32 answers, never below 20) and grown by its square root when it falls; an attempt over it is refused at once; ends when under half of it is used

@@ -23,15 +23,17 @@ import (
 // Two refinements suit a client that must see a recovery at once: the "+1"
 // of the book's formula is a probe let through every overloadProbeEvery
 // (175 ms: a recovery is seen within that, and a 3 s maintenance window
-// costs about 20 requests, whatever the offered load) instead of a coin
-// flip, and a probe that is answered otherwise ends the
+// costs about 20 requests, whatever the offered load), then at the
+// breaker's cadence for an old outage, a 32nd of the hold's age (cadence.go),
+// instead of a coin flip, and a probe that is answered otherwise ends the
 // hold at once instead of after the window slides. Attempts are counted
 // from the first 503 with a hint on, so a key that never sees one pays
 // nothing for it.
 const (
-	overloadWindow     = time.Second            // attempts counted
-	overloadProbeEvery = 175 * time.Millisecond // one probe per this, while held
-	overloadMinimum    = 2                      // overload answers within the window before a hold
+	overloadWindow        = time.Second            // attempts counted
+	overloadProbeEvery    = 175 * time.Millisecond // one probe per this while the hold is young (cadence.go)
+	overloadMaxProbeEvery = time.Minute            // the longest wait for a probe, however old the hold
+	overloadMinimum       = 2                      // overload answers within the window before a hold
 )
 
 // overload is one key's overload admission; guarded by its gate's mutex.
@@ -41,6 +43,7 @@ type overload struct {
 	last      int64       // when the latest overload answer came
 	until     int64       // when the latest overload answer's hint ends
 	held      bool        // overload answers are the majority of recent attempts
+	heldAt    int64       // while held: when the hold began
 	nextProbe int64       // while held: when the next probe may go
 	lastProbe int64       // when the latest probe went
 	probeOut  bool        // the latest probe is not answered yet
@@ -67,7 +70,7 @@ func (o *overload) answer(now int64, over bool, until int64) (began, ended bool)
 	}
 	switch sent, overs := o.w.Sum(now); {
 	case !o.held && overs >= overloadMinimum && 2*overs > sent:
-		o.held, o.nextProbe = true, now+int64(overloadProbeEvery)
+		o.held, o.heldAt, o.nextProbe = true, now, now+int64(overloadProbeEvery)
 		return true, false
 	case o.held && !over:
 		// A probe got through: the host answers again.
@@ -90,6 +93,7 @@ func (o *overload) probe(now int64) bool {
 	if now < o.nextProbe {
 		return false
 	}
-	o.lastProbe, o.nextProbe, o.probeOut = now, now+int64(overloadProbeEvery), true
+	every := probeEvery(time.Duration(now-o.heldAt), overloadProbeEvery, overloadMaxProbeEvery)
+	o.lastProbe, o.nextProbe, o.probeOut = now, now+int64(every), true
 	return true
 }

@@ -558,6 +558,32 @@ func TestPartialOutageOneOfTwoDown(t *testing.T) {
 	})
 }
 
+// A maintenance that does not end: every request answered 503 with
+// Retry-After: 1 for 3 minutes, 20 calls/s with 2 s deadlines. The hold
+// probes at the breaker's cadence for an old outage: after the first
+// minute the host costs at most a request per second; a fixed probe
+// interval would send one every 175 ms for ever.
+func TestPartialOutageLongMaintenance(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		u := breakwatertest.NewPipeUpstream(t, breakwatertest.Step{Status: 503, Header: http.Header{"Retry-After": {"1"}}})
+		load(newTransport(t, u.Transport()), 20, 3*time.Minute, 2*time.Second)
+		var first, later int
+		for _, at := range arrivals(u) {
+			if at.Sub(start) < time.Minute {
+				first++
+			} else {
+				later++
+			}
+		}
+		perSecond := float64(later) / 120
+		t.Logf("a 3 min maintenance at 20 calls/s: %d requests in its first minute, %.2f/s after it (bare: 20/s)", first, perSecond)
+		if perSecond > 1 {
+			t.Errorf("%.2f requests/s after the first minute of a maintenance, want at most 1", perSecond)
+		}
+	})
+}
+
 // The maintenance window again, each call with a 2 s deadline, the
 // recovery at three phases of the probes: the calls held through it whose
 // deadline is more than one arrival gap (20 ms) later than the first

@@ -385,9 +385,12 @@ func (g *PauseGates) answer(key string, over bool, d time.Duration) {
 		case ended:
 			pg.releaseLocked(g, now, o.lastProbe, true)
 		}
-		if o.stale(now) {
+		switch {
+		case o.stale(now):
 			pg.over = nil
-		} else {
+		case o.held: // every call asks the gate until the next probe at least
+			g.busyUntil(pg, max(o.until, o.last+int64(overloadWindow), o.nextProbe+1))
+		default:
 			g.busyUntil(pg, max(o.until, o.last+int64(overloadWindow)))
 		}
 	}
