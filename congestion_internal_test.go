@@ -1,6 +1,9 @@
 package breakwater
 
 import (
+	"errors"
+	"net/http"
+	"sync"
 	"testing"
 	"time"
 )
@@ -145,5 +148,53 @@ func TestCongestionSnapshot(t *testing.T) {
 		if got := tr.Snapshot().Bulkheads; len(got) != 0 {
 			t.Errorf("after the limit ended, the snapshot lists %+v", got)
 		}
+	}
+}
+
+// TestCongestionFailover: with failover, an endpoint whose congestion
+// limit is full is passed over for another; with every endpoint full, the
+// call is refused with ErrConcurrencyLimit.
+func TestCongestionFailover(t *testing.T) {
+	var mu sync.Mutex
+	hosts := map[string]int{}
+	base := RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		mu.Lock()
+		hosts[req.URL.Host]++
+		mu.Unlock()
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: req}, nil
+	})
+	tr, err := NewTransport(WithBase(base), WithFailover(Failover{Endpoints: []string{"http://a:1", "http://b:2"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	congest := func(key string) {
+		g := &tr.keys.Get(key).cong
+		g.window(10, 10*time.Millisecond)
+		g.window(100, 80*time.Millisecond)
+		g.window(100, 80*time.Millisecond)
+		if g.admits() {
+			t.Fatalf("%s admits after the windows", key)
+		}
+	}
+	get := func() error {
+		req, _ := http.NewRequest(http.MethodGet, "http://service.test/x", nil)
+		resp, err := tr.RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	congest("http://a:1")
+	for range 10 {
+		if err := get(); err != nil {
+			t.Fatalf("a call with b free: %v", err)
+		}
+	}
+	if hosts["a:1"] != 0 || hosts["b:2"] != 10 {
+		t.Errorf("requests per endpoint %v, want all 10 on b", hosts)
+	}
+	congest("http://b:2")
+	if err := get(); !errors.Is(err, ErrConcurrencyLimit) {
+		t.Errorf("every endpoint congested: %v, want ErrConcurrencyLimit", err)
 	}
 }

@@ -258,9 +258,20 @@ func (t *Transport) allow(c *call, r *attemptResult, hedge bool) (Permit, error)
 			last = err
 			continue
 		}
+		up := t.keys.Get(ep.key)
+		if !t.cfg.noCongestion && !up.cong.admits() {
+			// A congested endpoint is passed over for another.
+			p.release()
+			if probe {
+				ep.probe.Store(0)
+			}
+			refused |= 1 << ep.i
+			last = rejected(ErrConcurrencyLimit, ep.key, time.Time{})
+			continue
+		}
 		c.tried |= 1 << ep.i
 		c.key, c.breaker, c.ep = ep.key, b, ep
-		c.up = t.keys.Get(ep.key)
+		c.up = up
 		if c.up.budget != nil && c.pol.MaxAttempts > 1 {
 			c.budget = c.up.budget
 			if !c.deposited {
