@@ -211,7 +211,8 @@
 // once with an [*Error] matching [ErrConcurrencyLimit] (Rejected: not
 // retried, not charged to the breaker), instead of joining a queue where
 // it would wait past its caller's deadline while the upstream works on
-// requests nobody waits for.
+// requests nobody waits for; with [WithFailover], it goes to another
+// endpoint whose limit has room.
 //
 // # Errors
 //
