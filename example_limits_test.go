@@ -317,8 +317,8 @@ func (u *oneWorker) RoundTrip(req *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: req}, nil
 }
 
-// Calls come twice as fast as the upstream works: its queue, and so its
-// latency, grows. By default the Transport sees the median latency
+// Calls come four times as fast as the upstream works: its queue, and so
+// its latency, grows. By default the Transport sees the median latency
 // climb and bounds the attempts in flight, refusing the excess at once
 // with ErrConcurrencyLimit; switched off, every call joins the queue.
 func ExampleWithoutCongestionLimit() {
@@ -337,12 +337,14 @@ func ExampleWithoutCongestionLimit() {
 		}
 		var refused atomic.Int64
 		var wg sync.WaitGroup
-		for range 300 {
-			wg.Go(func() {
-				if errors.Is(get(), bw.ErrConcurrencyLimit) {
-					refused.Add(1)
-				}
-			})
+		for range 300 { // 2 calls a millisecond, four times what it works
+			for range 2 {
+				wg.Go(func() {
+					if errors.Is(get(), bw.ErrConcurrencyLimit) {
+						refused.Add(1)
+					}
+				})
+			}
 			time.Sleep(time.Millisecond)
 		}
 		wg.Wait()
