@@ -156,13 +156,17 @@
 //     category.
 //   - Neutral outcomes are never charged and never erase a pending
 //     failure: a 429, a 503 with Retry-After (the pause gate's business),
-//     501 and 505, and the caller's own cancellation.
+//     501 and 505, and the caller's own cancellation. The congestion limit
+//     learns from every answer's latency and the pause gate from 429s and
+//     503s with a hint, whatever the breaker is charged.
 //   - An attempt that the caller's deadline cut is a hang, charged as a
 //     timeout, when it had waited at least twice as long as the key's
 //     slowest answer of the last minute or two, and at least a second; a
 //     shorter one is the caller's impatience, and neutral. An explicit
 //     cancellation is always neutral.
-//   - When a local limit (the pause gate, a rate limit, a bulkhead) or the
+//   - A refusal by a local limit is never charged itself: it is no answer
+//     of the upstream. When a local limit (the pause gate, a rate limit, a
+//     bulkhead, the congestion limit) or the
 //     retry budget refuses the retry, when the request body cannot be
 //     replayed, and when the caller cancels or the call timeout passes
 //     during the backoff, the call ends and its pending failure is charged.
