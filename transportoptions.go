@@ -331,8 +331,11 @@ func WithPauseGates(g *PauseGates) Option {
 
 // WithoutCongestionLimit switches off the limit a Transport puts by default
 // on each key's attempts in flight while its latency says requests queue
-// at the upstream (see "Overload" in the package documentation): every
-// attempt is sent, however long the upstream's queue. It configures
+// at the upstream (see "Rate limits, pauses and bulkheads" in the package
+// documentation): every attempt is sent, however long the upstream's
+// queue. Switch it off for a host whose answers are slow by design and
+// come many at once, such as long polls that answer only when there is
+// news: their headers' latency would read as a queue. It configures
 // [NewTransport] and [RetryStage].
 func WithoutCongestionLimit() Option {
 	return transportOption("WithoutCongestionLimit", true, func(c *config) { c.noCongestion = true })
