@@ -87,6 +87,14 @@ func (o *overload) stale(now int64) bool {
 	return !o.held && now-o.last >= int64(overloadWindow)
 }
 
+// askUntil is how long every call must ask the gate of a held key: past
+// the next probe by a young hold's probe spacing, so that the probe finds
+// the calls waiting and those after it find the hold, whenever its answer
+// comes.
+func (o *overload) askUntil() int64 {
+	return max(o.until, o.nextProbe+int64(overloadProbeEvery))
+}
+
 // probe reports whether an attempt at now may go while held, and takes the
 // turn when it may.
 func (o *overload) probe(now int64) bool {

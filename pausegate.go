@@ -388,8 +388,8 @@ func (g *PauseGates) answer(key string, over bool, d time.Duration) {
 		switch {
 		case o.stale(now):
 			pg.over = nil
-		case o.held: // every call asks the gate until the next probe at least
-			g.busyUntil(pg, max(o.until, o.last+int64(overloadWindow), o.nextProbe+1))
+		case o.held:
+			g.busyUntil(pg, o.askUntil())
 		default:
 			g.busyUntil(pg, max(o.until, o.last+int64(overloadWindow)))
 		}

@@ -96,7 +96,7 @@ func (pg *pauseGate) decideLocked(g *PauseGates, now int64, w *waiter, held bool
 	}
 	if o := pg.over; o != nil && o.held {
 		if o.probe(now) {
-			g.busyUntil(pg, o.nextProbe+1) // the calls after it ask the gate
+			g.busyUntil(pg, o.askUntil())
 			return gateDecision{}
 		}
 		if o.probeOut {
