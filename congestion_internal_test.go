@@ -1,10 +1,13 @@
 package breakwater
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -197,4 +200,60 @@ func TestCongestionFailover(t *testing.T) {
 	if err := get(); !errors.Is(err, ErrConcurrencyLimit) {
 		t.Errorf("every endpoint congested: %v, want ErrConcurrencyLimit", err)
 	}
+}
+
+// TestCongestionLearnsFromDeadlines: attempts that run into their
+// caller's deadline, with no answer, teach the limit as answers that slow
+// would: a hang under many callers engages it, and the calls past it are
+// refused at once.
+func TestCongestionLearnsFromDeadlines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var hang atomic.Bool
+		base := RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if hang.Load() {
+				<-req.Context().Done()
+				return nil, req.Context().Err()
+			}
+			time.Sleep(10 * time.Millisecond)
+			return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: req}, nil
+		})
+		tr, err := NewTransport(WithBase(base))
+		if err != nil {
+			t.Fatal(err)
+		}
+		call := func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://hung.test/", nil)
+			resp, err := tr.RoundTrip(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			return err
+		}
+		for range 2 * congestionWindow { // the usual latency
+			if err := call(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		hang.Store(true)
+		var refused atomic.Int32
+		var wg sync.WaitGroup
+		wave := func(n int) {
+			for range n {
+				wg.Go(func() {
+					if errors.Is(call(), ErrConcurrencyLimit) {
+						refused.Add(1)
+					}
+				})
+			}
+		}
+		wave(70) // 70 deadlines: two windows of them
+		time.Sleep(400 * time.Millisecond)
+		wave(30)
+		wg.Wait()
+		if refused.Load() == 0 {
+			t.Error("a hang under 70 callers did not engage the limit: no call of the next 30 was refused")
+		}
+	})
 }

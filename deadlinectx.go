@@ -121,9 +121,6 @@ func (c *deadlineCtx) Value(key any) any {
 	if v := c.parent.Value(key); v != nil {
 		return v
 	}
-	if c.share == nil {
-		return c.make().Value(key)
-	}
 	if c.state.Load()&(ctxCanceled|ctxExpired) == ctxCanceled {
 		return nil
 	}

@@ -190,6 +190,8 @@ func TestDeadlineCtxValuesAreLazy(t *testing.T) {
 		defer cancelParent()
 		c, std, cancel := newDeadlineCtx(parent, time.Second)
 		defer cancel()
+		at, _, cancelAt := newDeadlineCtx(parent, time.Second) // asked only at its deadline
+		defer cancelAt()
 		if c.Value(errTestCause) != 1 {
 			t.Fatal("Value does not reach the parent")
 		}
@@ -203,6 +205,9 @@ func TestDeadlineCtxValuesAreLazy(t *testing.T) {
 		synctest.Wait()
 		if got, want := context.Cause(c), context.Cause(std); got != want {
 			t.Errorf("Cause asked first at the deadline: %v, want %v", got, want)
+		}
+		if at.Value(errTestCause) != 1 || at.state.Load()&ctxMade == 0 {
+			t.Error("a value asked for at the deadline, before anything else, did not make the real context")
 		}
 		c2, std2, cancel2 := newDeadlineCtx(parent, time.Second)
 		c2.cancel()

@@ -26,12 +26,13 @@ gremlins_version=v0.6.0
 
 # The core: the breaker and its policies and windows, classification, the
 # timeouts, the retry loop, the keyed registry, the rate and concurrency
-# limiters and pause gates, and the admission paths of the inbound middleware.
+# limiters, the congestion limit and pause gates, and the admission paths of
+# the inbound middleware.
 core=(
-  adaptive.go admission.go attempt.go backoff.go body.go breaker.go
+  adaptive.go admission.go attempt.go backoff.go body.go breaker.go cadence.go
   breakeroptions.go breakers.go classify.go clientratelimit.go concurrency.go
-  deadlinectx.go deadlineshare.go handlertimeout.go middleware.go
-  pausegate.go policy.go ratelimit.go requestpolicy.go retry.go
+  congestion.go deadlinectx.go deadlineshare.go handlertimeout.go middleware.go overloadhold.go
+  pausegate.go pausehold.go policy.go ratelimit.go requestpolicy.go retry.go
   routebreaker.go shedder.go timeout.go transport.go
   internal/gcra/gcra.go internal/hints/retryafter.go
   internal/keyed/hot.go internal/keyed/keyed.go internal/window/window.go
