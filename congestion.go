@@ -105,9 +105,7 @@ func (g *congestion) update() {
 		// slower, or someone else's load); or a limit held that long did
 		// not bring it down.
 		g.low, g.med, g.engaged, g.suspect = low, med, 0, false
-		if lim > 0 {
-			g.limit.Store(0)
-		}
+		g.limit.Store(0)
 		return
 	case queued && lim == 0 && !g.suspect:
 		g.suspect = true // engage on the second window in a row: chance does not repeat itself

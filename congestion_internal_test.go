@@ -257,3 +257,125 @@ func TestCongestionLearnsFromDeadlines(t *testing.T) {
 		}
 	})
 }
+
+// windowOf feeds g one window of the answers ds (congestionWindow of
+// them), with flight attempts in flight meanwhile, as window does.
+func (g *congestion) windowOf(flight int64, ds ...time.Duration) {
+	if len(ds) != congestionWindow {
+		panic(len(ds))
+	}
+	g.state.Store(g.state.Load()&^(1<<32-1) | uint64(flight))
+	g.peak.Store(flight)
+	for _, d := range ds {
+		g.send()
+		g.answered(d, true)
+	}
+}
+
+// answers returns n answers of a and congestionWindow-n of b.
+func answers(n int, a, b time.Duration) []time.Duration {
+	ds := make([]time.Duration, congestionWindow)
+	for i := range ds {
+		ds[i] = b
+		if i < n {
+			ds[i] = a
+		}
+	}
+	return ds
+}
+
+// TestCongestionNeedsBothQuantiles: queueing is the low quantile and the
+// median both over four times their usual values; either alone, or either
+// at exactly four times, is not.
+func TestCongestionNeedsBothQuantiles(t *testing.T) {
+	const ms = time.Millisecond
+	for _, tc := range []struct {
+		name          string
+		usual, window []time.Duration
+	}{
+		{"median alone, ten times", answers(32, 10*ms, 0), answers(16, 10*ms, 100*ms)},
+		{"low quantile alone, fifteen times", answers(8, 2*ms, 20*ms), answers(32, 30*ms, 0)},
+		{"low quantile at four times", answers(32, 10*ms, 0), answers(8, 40*ms, 50*ms)},
+		{"median at four times", answers(8, 2*ms, 10*ms), answers(32, 40*ms, 0)},
+	} {
+		var g congestion
+		g.windowOf(50, tc.usual...)
+		g.windowOf(50, tc.window...)
+		g.windowOf(50, tc.window...)
+		if lim := g.limit.Load(); lim != 0 {
+			t.Errorf("%s: limit %d, want none", tc.name, lim)
+		}
+	}
+}
+
+// TestCongestionBoundaries: a flight equal to the limit is refused, one
+// under it admitted; a peak of exactly congestionMinLimit in flight is
+// enough to engage; a load of exactly half the limit keeps it.
+func TestCongestionBoundaries(t *testing.T) {
+	var g congestion
+	g.window(10, 10*time.Millisecond)
+	g.window(congestionMinLimit-1, 50*time.Millisecond) // a peak of congestionMinLimit
+	g.window(congestionMinLimit-1, 50*time.Millisecond)
+	lim := g.limit.Load()
+	if lim != congestionMinLimit {
+		t.Fatalf("limit %d after a peak of %d, want %d", lim, congestionMinLimit, congestionMinLimit)
+	}
+	g.state.Store(uint64(lim - 1))
+	if !g.admits() {
+		t.Error("one under the limit in flight: refused")
+	}
+	g.state.Store(uint64(lim))
+	if g.admits() {
+		t.Error("the limit in flight: admitted")
+	}
+
+	var h congestion
+	h.window(10, 10*time.Millisecond)
+	h.window(100, 80*time.Millisecond)
+	h.window(100, 80*time.Millisecond) // 50
+	h.window(24, 10*time.Millisecond)  // a peak of 25: half of it
+	if lim := h.limit.Load(); lim != 57 {
+		t.Errorf("limit %d after a window using half of it, want 57 (grown)", lim)
+	}
+}
+
+// TestCongestionRelearnCountsEveryWindow: windows with and without
+// queueing both count toward congestionRelearn while the limit holds.
+func TestCongestionRelearnCountsEveryWindow(t *testing.T) {
+	var g congestion
+	g.window(10, 10*time.Millisecond)
+	g.window(100, 80*time.Millisecond)
+	g.window(100, 80*time.Millisecond) // engaged
+	for i := range congestionRelearn + 2 {
+		if g.limit.Load() == 0 {
+			if i < congestionRelearn-1 {
+				t.Fatalf("the limit ended after %d windows", i)
+			}
+			return
+		}
+		if i%2 == 0 {
+			g.window(100, 80*time.Millisecond)
+		} else {
+			g.window(100, 10*time.Millisecond)
+		}
+	}
+	t.Errorf("the limit still holds after %d windows, half of them queued", congestionRelearn+2)
+}
+
+// TestCongestionLearn: a window up to congestionLearn times the usual
+// value moves it a congestionLong-th of the way; a slower one does not.
+func TestCongestionLearn(t *testing.T) {
+	v := 10.0
+	learn(&v, 10.5)
+	if v != 10.025 {
+		t.Errorf("usual %v after 10.5, want 10.025", v)
+	}
+	learn(&v, 20)
+	if v != 10.025 {
+		t.Errorf("usual %v after a window twice as slow, want it unchanged", v)
+	}
+	learn(&v, 2.025)
+	if v != 9.625 {
+		t.Errorf("usual %v after a faster window, want 9.625", v)
+	}
+}
