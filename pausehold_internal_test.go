@@ -3,6 +3,7 @@ package breakwater
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 // TestPauseHoldLineByDeadline: in the line of a maintenance release, a
@@ -40,5 +41,48 @@ func TestPauseHoldLineByDeadline(t *testing.T) {
 	idle := pg.enqueue(100, nil, math.MaxInt64, false)
 	if idle.at != 100 || ep.next != 110 {
 		t.Errorf("a call after the line's end: turn %d, next %d; want now (100) and 110", idle.at, ep.next)
+	}
+}
+
+// TestPauseHoldReleaseSpacing: after a pause, the held calls leave one
+// and a half arrival gaps apart from a random phase, one such space after
+// the probe; after maintenance, in one line by deadline, eleven twentieths
+// of a gap apart from one space after the probe, a waiter due by its turn
+// getting none.
+func TestPauseHoldReleaseSpacing(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	g, err := NewPauseGates()
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := func(dls ...int64) (*pauseGate, []*waiter) {
+		pg := &pauseGate{}
+		ep := &pg.ep
+		ep.id, ep.arrived, ep.firstPark = 1, 11, 100*ms // 11 calls over 1 s: 100 ms apart
+		var ws []*waiter
+		for _, dl := range dls {
+			w := &waiter{ep: 1, dl: dl}
+			ws = append(ws, w)
+		}
+		ep.waiting, ep.live = ws, len(ws)
+		return pg, ws
+	}
+
+	pg, ws := held(math.MaxInt64, math.MaxInt64)
+	pg.releaseLocked(g, 1100*ms, 1090*ms, false)
+	if pg.ep.space != 150*ms || ws[1].at-ws[0].at != 150*ms || ws[0].at < 1240*ms || ws[0].at >= 1390*ms || pg.ep.line {
+		t.Errorf("after a pause: space %d ms, turns at %d and %d ms; want 150 ms apart from [1240, 1390) ms, no line",
+			pg.ep.space/ms, ws[0].at/ms, ws[1].at/ms)
+	}
+
+	pg, ws = held(10_000*ms, 1145*ms, 1300*ms)
+	late, due, soon := ws[0], ws[1], ws[2] // before the release sorts the line
+	pg.releaseLocked(g, 1100*ms, 1090*ms, true)
+	if pg.ep.space != 55*ms || !pg.ep.line {
+		t.Fatalf("after maintenance: space %d ms, line %v; want 55 ms and a line", pg.ep.space/ms, pg.ep.line)
+	}
+	if due.slot || soon.at != 1145*ms || late.at != 1200*ms || pg.ep.next != 1255*ms {
+		t.Errorf("after maintenance: the call due at its turn has one: %v; turns %d and %d ms, next %d ms; want none, 1145, 1200 and 1255",
+			due.slot, soon.at/ms, late.at/ms, pg.ep.next/ms)
 	}
 }
