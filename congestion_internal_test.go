@@ -12,18 +12,9 @@ import (
 )
 
 // window feeds g one window of answers taking d each, with flight
-// attempts in flight meanwhile (flight + 1 at its peak: each answer's
-// attempt is sent first).
+// attempts in flight meanwhile (see windowOf).
 func (g *congestion) window(flight int64, d time.Duration) {
-	g.state.Store(g.state.Load()&^(1<<32-1) | uint64(flight))
-	g.peak.Store(flight)
-	for range congestionWindow {
-		g.send()
-		g.answered(d, true)
-	}
-	if got := flightOf(g.state.Load()); got != flight {
-		panic(got)
-	}
+	g.windowOf(flight, answers(congestionWindow, d, 0)...)
 }
 
 // TestCongestionEngagesOnQueueing: latency four times the usual, two
@@ -259,7 +250,8 @@ func TestCongestionLearnsFromDeadlines(t *testing.T) {
 }
 
 // windowOf feeds g one window of the answers ds (congestionWindow of
-// them), with flight attempts in flight meanwhile, as window does.
+// them), with flight attempts in flight meanwhile (flight + 1 at its peak:
+// each answer's attempt is sent first).
 func (g *congestion) windowOf(flight int64, ds ...time.Duration) {
 	if len(ds) != congestionWindow {
 		panic(len(ds))
@@ -269,6 +261,9 @@ func (g *congestion) windowOf(flight int64, ds ...time.Duration) {
 	for _, d := range ds {
 		g.send()
 		g.answered(d, true)
+	}
+	if got := flightOf(g.state.Load()); got != flight {
+		panic(got)
 	}
 }
 
