@@ -434,3 +434,25 @@ func TestOne503DoesNotHoldTheHost(t *testing.T) {
 		}
 	})
 }
+
+// TestPauseGateWaitBoundaries: a pause that ends exactly at the longest
+// wait is waited for; one that ends exactly at the caller's deadline is
+// refused at once, since the call could not be sent before it.
+func TestPauseGateWaitBoundaries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newPauseGates(t, bw.WithMaxWait(time.Second))
+		g.Pause("a", time.Second)
+		start := time.Now()
+		if err := g.Wait(context.Background(), "a"); err != nil || time.Since(start) != time.Second {
+			t.Errorf("a pause as long as the longest wait: %v after %s, want nil after 1s", err, time.Since(start))
+		}
+
+		g.Pause("b", time.Second)
+		start = time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := g.Wait(ctx, "b"); !errors.Is(err, bw.ErrPaused) || time.Since(start) != 0 {
+			t.Errorf("a pause ending at the deadline: %v after %s, want ErrPaused at once", err, time.Since(start))
+		}
+	})
+}
